@@ -1,0 +1,5 @@
+"""Allow ``python -m mptool``."""
+
+from mptool.cli import main
+
+main()

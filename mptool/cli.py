@@ -1,0 +1,196 @@
+"""mptool's command line: one thin function per subcommand.
+
+Flags become spec overrides, the subcommand's run() does the work, and errors map to exit
+codes: 0 pass, 1 finding, 2 bad input or usage, 3 internal error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mptool import __version__, ui
+from mptool.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, InputError
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 = DTP-1 holds (no record above the threshold); 1 = violation; "
+    "2 = bad input or usage; 3 = unexpected internal error (rerun with --debug for a traceback); "
+    "130 = interrupted."
+)
+
+app = typer.Typer(
+    name="mptool",
+    help="Membership-privacy audit for machine-learning classifiers (PDTP/DTP, Long et al.).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+_state = {"debug": False}
+out_console = Console(highlight=False, soft_wrap=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"mptool {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Membership-privacy audit for machine-learning classifiers."""
+    _state["debug"] = debug
+
+
+def parse_rows(text: str | None) -> list[int] | None:
+    """``"0,5,9"`` -> [0, 5, 9]; InputError on anything else."""
+    if text is None:
+        return None
+    try:
+        rows = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(f"--records takes comma-separated CSV row numbers such as 0,5,9 (got '{text}')") from None
+    if not rows or min(rows) < 0:
+        raise InputError(f"--records takes non-negative CSV row numbers such as 0,5,9 (got '{text}')")
+    return rows
+
+
+def resolve_inputs(data: Path | None, model: Path | None, command: str, quiet: bool) -> tuple[Path, Path]:
+    """DATA and --model, or the bundled Adult demo when both are omitted."""
+    from mptool.bundled import ADULT_CSV, DEMO_CONFIG
+
+    if data is None and model is None:
+        ui.info(
+            f"No data given: auditing the bundled UCI Adult data ({ADULT_CSV.name}) with configs/"
+            f"{DEMO_CONFIG.name}. Run 'mptool {command} DATA.csv --model SPEC.yaml' for your own.",
+            quiet,
+        )
+        return ADULT_CSV, DEMO_CONFIG
+    if data is None:
+        raise InputError(f"mptool {command}: give the DATA.csv argument together with --model")
+    if model is None:
+        raise InputError(f"mptool {command}: --model SPEC.yaml is required with DATA (see configs/ for examples)")
+    return data, model
+
+
+def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
+    """Verdict line and the ten riskiest records."""
+    verdict = summary["verdict"]
+    line = (
+        f"DTP-1 {'VIOLATED' if verdict == 'fail' else 'holds'}: max PDTP {summary['max']:.4f} "
+        f"(threshold {summary['threshold']:g}), {summary['violations']} of {summary['n']} records above; "
+        f"engine {summary['engine']}, {summary['timings']['total_s']:.2f}s"
+    )
+    if quiet:
+        print(line)
+        return
+    top = table.sort_values(["pdtp", "row"], ascending=[False, True]).head(10)
+    t = Table(title="Riskiest records", title_justify="left")
+    for col in ("row", *(["id"] if "id" in table else []), "label", "pdtp", "worst_class", "p_full", "p_loo"):
+        t.add_column(col, justify="right" if col in ("row", "pdtp", "p_full", "p_loo") else "left")
+    for _, r in top.iterrows():
+        cells = [str(r["row"]), *([str(r["id"])] if "id" in table else [])]
+        cells += [str(r["label"]), f"{r['pdtp']:.4f}", str(r["worst_class"]), f"{r['p_full']:.3f}", f"{r['p_loo']:.3f}"]
+        t.add_row(*cells)
+    out_console.print(t)
+    s = summary
+    out_console.print(
+        f"records {s['n']} (of T={s['n_train']}), mean {s['mean']:.4f}, median {s['median']:.4f}, "
+        f"p95 {s['p95']:.4f}, max {s['max']:.4f}"
+    )
+    out_console.print(line, style="bold red" if verdict == "fail" else "bold green")
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def pdtp(
+    data: Annotated[Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")] = None,
+    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/pdtp-TIMESTAMP].")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")] = 0,
+    threshold: Annotated[float, typer.Option(help="DTP-1 threshold on PDTP (log-ratio).")] = 1.0,
+    train_size: Annotated[int | None, typer.Option(help="Override data.train_size.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Override the spec's seed.")] = None,
+    bin_size: Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")] = None,
+    records: Annotated[str | None, typer.Option(help="Only these CSV rows, e.g. 0,5,9 (must be in T).")] = None,
+    sample: Annotated[int | None, typer.Option(help="Only K records of T, drawn with the seed.")] = None,
+    engine: Annotated[str, typer.Option(help="Leave-one-out engine: auto, exact or refit.")] = "auto",
+    allow_import: Annotated[
+        list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict line; no progress.")] = False,
+) -> int:
+    """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
+
+    Writes DIR/pdtp.csv (one row per record: row, [id], label, pdtp, worst_class, p_full,
+    p_loo, violation) and DIR/pdtp.json (summary + records). With no arguments, audits the
+    bundled UCI Adult data with configs/adult-nb.yaml.
+    """
+    from mptool.pdtp import PdtpOptions, run_pdtp
+    from mptool.prepare import prepare
+    from mptool.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
+    from mptool.spec import load_spec
+
+    data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
+    if threshold < 0:
+        raise InputError(f"--threshold must be non-negative (got {threshold})")
+    if jobs < 0:
+        raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
+    overrides = {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size}
+    spec = load_spec(spec_path, overrides)
+    options = PdtpOptions(threshold, parse_rows(records), sample, jobs or None, engine)
+    out_dir = prepare_out_dir(out or default_out_dir("pdtp"), ["pdtp.csv", "pdtp.json"], force)
+    prep = prepare(data_path, spec, tuple(allow_import or ()))
+    for note in prep.notes:
+        ui.warn(note)
+    ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
+    outcome = run_pdtp(prep, options, lambda n, label: ui.progress(n, label, quiet))
+    summary = {**outcome.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
+    write_atomic(out_dir / "pdtp.csv", to_csv(outcome.table))
+    write_atomic(out_dir / "pdtp.json", to_json({"summary": summary, "records": records_for_json(outcome.table)}))
+    print_pdtp_summary(outcome.summary, outcome.table, quiet)
+    ui.info(f"results: {out_dir / 'pdtp.csv'}, {out_dir / 'pdtp.json'}", quiet)
+    return EXIT_FINDING if outcome.summary["verdict"] == "fail" else EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the app and map outcomes to exit codes."""
+    try:
+        code = app(args=argv, prog_name="mptool", standalone_mode=False)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except typer.TyperException as exc:  # usage errors from argument parsing
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            print(ctx.get_help())
+            code = EXIT_OK
+        else:
+            exc.show()
+            code = EXIT_BAD_INPUT
+    except (typer.Abort, KeyboardInterrupt):
+        print("mptool: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except InputError as exc:
+        print(f"mptool: error: {exc}", file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 - last-resort mapping to exit 3
+        if _state["debug"]:
+            traceback.print_exc()
+        print(
+            f"mptool: internal error: {exc.__class__.__name__}: {exc}".splitlines()[0]
+            + " (rerun with --debug for a traceback; please report it)",
+            file=sys.stderr,
+        )
+        code = EXIT_INTERNAL
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -1,0 +1,283 @@
+"""Reading the dataset CSV into records, and drawing the training set T.
+
+The one place where CSV files are read. The feature *schema* (each categorical column's
+domain of values, each numeric column's range) comes from the whole usable CSV, not from
+T, so removing one record from T never changes the feature space: the domain X^m over
+which DTP is defined (Long et al., Definition 4.1) is fixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mptool.errors import InputError
+from mptool.spec import Spec
+
+#: A categorical column with more distinct values than this is refused (an id or free text).
+MAX_CATEGORIES = 1000
+#: The category that stands for an empty cell under ``missing: impute``.
+MISSING_CATEGORY = "<missing>"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One feature column of the schema."""
+
+    name: str
+    kind: str  # "categorical" or "numeric"
+    categories: tuple[Any, ...] | None = None  # domain, for categorical columns
+    values: tuple[float, ...] | None = None  # sorted distinct values of a numeric column (<= MAX_CATEGORIES)
+    minimum: float | None = None
+    maximum: float | None = None
+    has_missing: bool = False
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Feature columns, their domains, and the label's classes."""
+
+    columns: tuple[Column, ...]
+    label: str
+    classes: tuple[Any, ...]
+    id: str | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Records:
+    """Feature rows, labels and CSV row numbers of a set of records (the population or T)."""
+
+    X: pd.DataFrame
+    y: np.ndarray
+    rows: np.ndarray
+    schema: Schema
+    ids: np.ndarray | None = None
+    source: str = ""
+    sha256: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def n(self) -> int:
+        return len(self.y)
+
+    def take(self, idx: np.ndarray | list[int]) -> Records:
+        """The records at positions ``idx`` (in that order)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        return replace(
+            self,
+            X=self.X.iloc[idx].reset_index(drop=True),
+            y=self.y[idx],
+            rows=self.rows[idx],
+            ids=None if self.ids is None else self.ids[idx],
+        )
+
+    def without(self, position: int) -> Records:
+        """T \\ {t}: every record but the one at ``position``."""
+        keep = np.ones(self.n, dtype=bool)
+        keep[position] = False
+        return self.take(np.flatnonzero(keep))
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes (recorded in every result as the data hash)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """Read a comma-separated file (optionally gzip) with a header row, or raise InputError.
+
+    Refuses: a missing, unreadable or empty file; a header without rows; duplicate column
+    names; a file that looks separated by something other than commas.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: data file not found; pass the path of a CSV file with a header row")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory; pass the path of a CSV file")
+    try:
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: the file is empty; it needs a header row and data rows") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, EOFError) as exc:
+        raise InputError(f"{path}: cannot read it as CSV ({exc.__class__.__name__}: {exc})".splitlines()[0]) from None
+    names = [str(v) for v in header.iloc[0].tolist()]
+    if len(names) == 1:
+        for sep, label in ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes")):
+            if sep in names[0]:
+                raise InputError(
+                    f"{path}: the header looks separated by {label}, not commas; "
+                    "mptool reads comma-separated CSV: convert the file"
+                )
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise InputError(f"{path}: duplicate column name(s) {', '.join(map(repr, dups))}; rename them")
+    try:
+        df = pd.read_csv(path, low_memory=False)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: cannot parse the CSV ({str(exc).splitlines()[0]})") from None
+    if len(df) == 0:
+        raise InputError(f"{path}: the file has a header but no data rows")
+    return df
+
+
+def _first_row(mask: pd.Series) -> int:
+    return int(mask.to_numpy().nonzero()[0][0])
+
+
+def load_records(path: str | Path, spec: Spec) -> Records:
+    """Read the CSV and apply the spec's data section: the usable population of records.
+
+    Returns every usable row (after the ``missing`` policy) with its 0-based CSV row
+    number. Raises InputError, naming the file, column and row, for anything unusable.
+    """
+    ds = spec.data
+    df = read_csv(path)
+    where = str(path)
+    columns = list(df.columns)
+    for key, name in (("data.label", ds.label), ("data.id", ds.id)):
+        if name is not None and name not in columns:
+            raise InputError(f"{where}: {key} column '{name}' is not in the file (columns: {', '.join(columns)})")
+    for name in ds.drop:
+        if name not in columns:
+            raise InputError(f"{where}: data.drop names column '{name}', which is not in the file")
+    for name in spec.model.bins:
+        if name not in columns:
+            raise InputError(f"{where}: model.bins names column '{name}', which is not in the file")
+    features = [c for c in columns if c not in {ds.label, ds.id, *ds.drop}]
+    if not features:
+        raise InputError(f"{where}: no feature columns left after removing label, id and data.drop")
+    used = [*features, ds.label]
+
+    notes: list[str] = []
+    na = df[used].isna()
+    if na.to_numpy().any():
+        bad = [c for c in used if na[c].any()]
+        if ds.missing == "error":
+            c = bad[0]
+            raise InputError(
+                f"{where}: column '{c}' has an empty cell at row {_first_row(na[c])} "
+                f"({int(na[c].sum())} in that column); data.missing is 'error': fill the cells, "
+                "or set data.missing to drop or impute"
+            )
+        drop_mask = na.any(axis=1) if ds.missing == "drop" else na[ds.label]
+        if drop_mask.any():
+            why = "with an empty cell" if ds.missing == "drop" else "with an empty label"
+            notes.append(f"dropped {int(drop_mask.sum())} of {len(df)} rows {why} (data.missing: {ds.missing})")
+            df = df.loc[~drop_mask.to_numpy()]
+    if len(df) == 0:
+        raise InputError(f"{where}: no rows left after dropping rows with empty cells; use data.missing: impute")
+
+    cols: list[Column] = []
+    X = pd.DataFrame(index=df.index)
+    for name in features:
+        s = df[name]
+        numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+        if spec.model.preprocess == "none" and not numeric:
+            example = s.dropna().iloc[0] if s.notna().any() else ""
+            raise InputError(
+                f"{where}: column '{name}' holds text (e.g. {example!r}) but model.preprocess is none, "
+                "which needs numeric columns; set preprocess: auto or add the column to data.drop"
+            )
+        if name in spec.model.bins and not numeric:
+            raise InputError(f"{where}: model.bins names column '{name}', which is not numeric")
+        if numeric:
+            vals = s.astype(float)
+            inf = np.isinf(vals.to_numpy())
+            if inf.any():
+                row = int(vals.index[inf.nonzero()[0][0]])
+                raise InputError(f"{where}: column '{name}' has an infinite value at row {row}; replace it")
+            uniq = np.unique(vals.dropna().to_numpy())
+            cols.append(
+                Column(
+                    name,
+                    "numeric",
+                    values=tuple(float(v) for v in uniq) if len(uniq) <= MAX_CATEGORIES else None,
+                    minimum=float(uniq[0]) if len(uniq) else None,
+                    maximum=float(uniq[-1]) if len(uniq) else None,
+                    has_missing=bool(vals.isna().any()),
+                )
+            )
+            X[name] = vals
+        else:
+            has_missing = bool(s.isna().any())
+            text = s.astype(object).where(s.notna(), MISSING_CATEGORY).astype(str)
+            cats = tuple(sorted(text.unique()))
+            if len(cats) > MAX_CATEGORIES:
+                raise InputError(
+                    f"{where}: categorical column '{name}' has {len(cats)} distinct values "
+                    f"(limit {MAX_CATEGORIES}); it looks like an identifier or free text: "
+                    "add it to data.drop or set it as data.id"
+                )
+            cols.append(Column(name, "categorical", categories=cats, has_missing=has_missing))
+            X[name] = text
+    y_series = df[ds.label]
+    classes = tuple(sorted(pd.unique(y_series).tolist(), key=lambda v: (str(type(v)), v)))
+    if len(classes) < 2:
+        raise InputError(
+            f"{where}: label column '{ds.label}' has a single class ({classes[0]!r}); "
+            "a classifier needs at least two"
+        )
+    schema = Schema(columns=tuple(cols), label=ds.label, classes=classes, id=ds.id)
+    return Records(
+        X=X.reset_index(drop=True),
+        y=y_series.to_numpy(),
+        rows=df.index.to_numpy(dtype=np.int64),
+        ids=None if ds.id is None else df[ds.id].to_numpy(),
+        schema=schema,
+        source=where,
+        sha256=file_sha256(path),
+        notes=tuple(notes),
+    )
+
+
+def draw_training_set(population: Records, train_size: int | None, seed: int) -> Records:
+    """Draw T: ``train_size`` records uniformly without replacement (seeded), in CSV order.
+
+    ``None`` takes every record. Refuses a size larger than the population or a T with a
+    single class; notes a class with a single record (removing it empties the class).
+    """
+    n = population.n
+    if train_size is None:
+        idx = np.arange(n)
+    else:
+        if train_size > n:
+            raise InputError(
+                f"{population.source}: data.train_size is {train_size} but only {n} usable rows exist; "
+                "lower --train-size or use null for every row"
+            )
+        rng = np.random.default_rng(seed)
+        idx = np.sort(rng.choice(n, size=train_size, replace=False))
+    T = population.take(idx)
+    labels, counts = np.unique(T.y.astype(str), return_counts=True)
+    if len(labels) < 2:
+        raise InputError(
+            f"{population.source}: the training set has a single class ({labels[0]!r}); "
+            "raise data.train_size or check the label column"
+        )
+    lonely = labels[counts == 1]
+    notes = list(T.notes)
+    if len(lonely):
+        notes.append(
+            f"class(es) {', '.join(map(repr, lonely.tolist()))} have a single training record: "
+            "removing it empties the class"
+        )
+    return replace(T, notes=tuple(notes))

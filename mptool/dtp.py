@@ -1,0 +1,52 @@
+"""PDTP and DTP summaries (Long et al., section 4.2).
+
+PDTP_{A,T}(t) is the least epsilon with e^-eps * p' <= p <= e^eps * p' for every class y,
+where p = p_{A(T)}(y | x_t) and p' = p_{A(T \\ {t})}(y | x_t) after output post-processing
+(Definitions 4.3/4.4); i.e. max_y |ln p - ln p'|. The classifier's DTP lower bound is the
+maximum over records, and DTP-1 (section 5) is violated when it exceeds 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PdtpValues:
+    """Per-record PDTP with the class that attains it and the two probabilities of that class."""
+
+    pdtp: np.ndarray
+    worst: np.ndarray  # column index of the worst class
+    p_full: np.ndarray
+    p_loo: np.ndarray
+
+
+def pdtp(p_full: np.ndarray, p_loo: np.ndarray) -> PdtpValues:
+    """PDTP of each row: max over classes of |ln p_full - ln p_loo| (inputs already post-processed).
+
+    Ties between classes go to the first class in label order.
+    """
+    p_full = np.asarray(p_full, dtype=float)
+    p_loo = np.asarray(p_loo, dtype=float)
+    ratio = np.abs(np.log(p_full) - np.log(p_loo))
+    worst = np.argmax(ratio, axis=1)
+    idx = np.arange(len(worst))
+    return PdtpValues(ratio[idx, worst], worst, p_full[idx, worst], p_loo[idx, worst])
+
+
+def summarize(values: np.ndarray, threshold: float) -> dict[str, float | int | str]:
+    """Summary statistics of per-record PDTP and the DTP-1 verdict (max <= threshold passes)."""
+    v = np.asarray(values, dtype=float)
+    violations = int(np.sum(v > threshold))
+    return {
+        "n": int(v.size),
+        "max": float(v.max()) if v.size else 0.0,
+        "mean": float(v.mean()) if v.size else 0.0,
+        "median": float(np.median(v)) if v.size else 0.0,
+        "p95": float(np.quantile(v, 0.95)) if v.size else 0.0,
+        "violations": violations,
+        "threshold": float(threshold),
+        "verdict": "fail" if violations else "pass",
+    }

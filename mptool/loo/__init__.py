@@ -1,0 +1,37 @@
+"""Leave-one-out engines behind one small interface (see ``base.Engine``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mptool.errors import InputError
+from mptool.loo.base import Engine, LooRequest, LooResult
+from mptool.loo.refit import RefitEngine
+from mptool.spec import Spec
+
+__all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", "EXACT_ENGINES"]
+
+#: Exact engines, tried in order by ``auto``; each refuses specs it cannot follow exactly.
+EXACT_ENGINES: list[Engine] = []
+
+
+def select_engine(choice: str, spec: Spec, template: Any) -> Engine:
+    """The engine for ``--engine auto|exact|refit``.
+
+    auto: the first exact engine that accepts the spec, else refit. exact: such an engine
+    or InputError with every engine's reason. refit: always the refit engine.
+    """
+    if choice == "refit":
+        return RefitEngine()
+    reasons = []
+    for engine in EXACT_ENGINES:
+        why = engine.refuses(spec, template)
+        if why is None:
+            return engine
+        reasons.append(f"{engine.name}: {why}")
+    if choice == "exact":
+        detail = "; ".join(reasons) or "no exact engine is available"
+        raise InputError(f"--engine exact: no exact engine accepts this spec ({detail}); use --engine refit")
+    if choice != "auto":
+        raise InputError(f"--engine must be auto, exact or refit (got '{choice}')")
+    return RefitEngine()

@@ -1,0 +1,51 @@
+"""The interface every leave-one-out engine implements.
+
+An engine computes, for chosen records t of T, the prediction vectors of A(T) and of
+A(T \\ {t}) on x_t (raw probabilities, before output post-processing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from mptool.data import Records
+from mptool.spec import Spec
+
+
+@dataclass(frozen=True)
+class LooRequest:
+    """What an engine gets: the spec, the unfitted pipeline, T, A(T), and which records."""
+
+    spec: Spec
+    template: Any  # unfitted pipeline A
+    train: Records  # T
+    full_model: Any  # A(T), fitted
+    classes: np.ndarray  # class order of the output columns
+    positions: np.ndarray  # positions in T of the records to evaluate
+    jobs: int = 1
+    backend: str = "loky"
+
+
+@dataclass(frozen=True)
+class LooResult:
+    """Raw (un-binned) probabilities, one row per requested record, columns in ``classes`` order."""
+
+    p_full: np.ndarray
+    p_loo: np.ndarray
+    engine: str
+
+
+class Engine(Protocol):
+    """A leave-one-out engine."""
+
+    name: str
+
+    def refuses(self, spec: Spec, template: Any) -> str | None:
+        """None if this engine can compute ``spec`` exactly, else the reason it cannot."""
+
+    def run(self, request: LooRequest, advance: Callable[[int], None]) -> LooResult:
+        """Compute p_{A(T)}(.|x_t) and p_{A(T\\{t})}(.|x_t) for every requested t."""

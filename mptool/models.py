@@ -1,0 +1,255 @@
+"""The training algorithm A: estimator registry, import allow-list and pipeline factory.
+
+A is the whole pipeline, preprocessing included. Encoders take their categories from the
+schema (the CSV's domain), so they never depend on which records are in T; scalers and
+imputers are fitted on T like the estimator.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone, is_classifier
+from sklearn.compose import ColumnTransformer
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
+
+from mptool.data import Schema
+from mptool.errors import InputError
+from mptool.spec import ModelSpec, Spec
+
+#: Short names → (dotted class path, default parameters). Users' params override defaults.
+SHORT_NAMES: dict[str, tuple[str, dict[str, Any]]] = {
+    "categorical_nb": ("sklearn.naive_bayes.CategoricalNB", {}),
+    "gaussian_nb": ("sklearn.naive_bayes.GaussianNB", {}),
+    "bernoulli_nb": ("sklearn.naive_bayes.BernoulliNB", {}),
+    "multinomial_nb": ("sklearn.naive_bayes.MultinomialNB", {}),
+    "logistic_regression": ("sklearn.linear_model.LogisticRegression", {"max_iter": 1000}),
+    # Long et al. 5.2: one hidden layer of 64 tanh units, learning rate 0.01, 100 epochs.
+    "mlp": (
+        "sklearn.neural_network.MLPClassifier",
+        {"hidden_layer_sizes": [64], "activation": "tanh", "learning_rate_init": 0.01, "max_iter": 100},
+    ),
+    "knn": ("sklearn.neighbors.KNeighborsClassifier", {}),
+    "decision_tree": ("sklearn.tree.DecisionTreeClassifier", {}),
+    "random_forest": ("sklearn.ensemble.RandomForestClassifier", {"n_estimators": 100, "n_jobs": 1}),
+}
+
+#: Module prefixes a dotted estimator path may import from without --allow-import.
+DEFAULT_ALLOWED = ("sklearn",)
+
+
+@dataclass(frozen=True)
+class EstimatorChoice:
+    """A resolved estimator: its class, the final parameters and the name the user gave."""
+
+    cls: type
+    params: dict[str, Any]
+    name: str
+
+    def make(self) -> BaseEstimator:
+        return self.cls(**self.params)
+
+
+def _allowed(path: str, allow_imports: tuple[str, ...]) -> bool:
+    return any(path == m or path.startswith(m + ".") for m in (*DEFAULT_ALLOWED, *allow_imports))
+
+
+def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...] = ()) -> EstimatorChoice:
+    """Resolve ``model.estimator`` to a classifier class with predict_proba and checked params.
+
+    A dotted path may import only from sklearn unless its module is named in
+    ``allow_imports`` (the CLI's --allow-import): a spec file must not run arbitrary code.
+    ``random_state`` is set to the spec's seed when the estimator takes one.
+    """
+    name = model.estimator
+    if name in SHORT_NAMES:
+        path, defaults = SHORT_NAMES[name]
+    elif "." in name:
+        path, defaults = name, {}
+        if not _allowed(path, allow_imports):
+            top = path.rsplit(".", 1)[0]
+            raise InputError(
+                f"model.estimator '{name}' imports outside sklearn; if you trust it, "
+                f"pass --allow-import {top}"
+            )
+    else:
+        close = difflib.get_close_matches(name, list(SHORT_NAMES), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(SHORT_NAMES)}"
+        raise InputError(f"model.estimator '{name}' is not a known short name ({hint}) or a dotted path")
+    module_name, _, attr = path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError):
+        raise InputError(f"model.estimator '{name}': cannot import '{path}'; check the spelling") from None
+    if not isinstance(cls, type) or not issubclass(cls, BaseEstimator):
+        raise InputError(f"model.estimator '{name}' is not a scikit-learn estimator class")
+    params = {**defaults, **model.params}
+    try:
+        valid = cls().get_params(deep=False)
+    except TypeError:
+        raise InputError(f"model.estimator '{name}' cannot be built without arguments") from None
+    for key in model.params:
+        if key not in valid:
+            close = difflib.get_close_matches(key, list(valid), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else "see the estimator's documentation"
+            raise InputError(f"model.params: {cls.__name__} has no parameter '{key}' ({hint})")
+    if "hidden_layer_sizes" in params and isinstance(params["hidden_layer_sizes"], list):
+        params["hidden_layer_sizes"] = tuple(params["hidden_layer_sizes"])
+    if "random_state" in valid and "random_state" not in model.params:
+        params["random_state"] = seed
+    est = cls(**params)
+    if not is_classifier(est):
+        raise InputError(f"model.estimator '{name}' is not a classifier")
+    if not hasattr(est, "predict_proba"):
+        raise InputError(
+            f"model.estimator '{name}' has no predict_proba; PDTP needs class probabilities: "
+            "choose a probabilistic classifier (or enable its probability option)"
+        )
+    return EstimatorChoice(cls=cls, params=params, name=name)
+
+
+class DomainEncoder(TransformerMixin, BaseEstimator):
+    """Stateless ordinal encoder over fixed domains: categories, bin edges or numeric values.
+
+    ``domains`` holds one ``(kind, values, has_missing)`` triple per input column:
+    ``("categories", values)`` maps a value to its index in ``values``; ``("edges", e)``
+    maps a number to ``searchsorted(e, x, side="right")`` (bin 0 is below the first edge);
+    an empty cell gets the code after the last. Fitting learns nothing, so removing a
+    record from T never changes the encoding.
+    """
+
+    def __init__(self, domains: tuple = ()) -> None:
+        self.domains = domains
+
+    def fit(self, X: Any, y: Any = None) -> DomainEncoder:
+        self.n_features_in_ = len(self.domains)
+        return self
+
+    def n_codes(self) -> list[int]:
+        """How many codes each column can take."""
+        out = []
+        for kind, values, has_missing in self.domains:
+            n = len(values) + 1 if kind == "edges" else len(values)
+            out.append(n + int(has_missing))
+        return out
+
+    def transform(self, X: Any) -> np.ndarray:
+        frame = X if isinstance(X, pd.DataFrame) else pd.DataFrame(X)
+        out = np.empty((len(frame), len(self.domains)), dtype=np.int64)
+        for j, (kind, values, has_missing) in enumerate(self.domains):
+            col = frame.iloc[:, j]
+            if kind == "edges":
+                x = col.to_numpy(dtype=float)
+                codes = np.searchsorted(np.asarray(values, dtype=float), x, side="right")
+                missing = np.isnan(x)
+            else:
+                missing = col.isna().to_numpy()
+                codes = pd.Categorical(col, categories=list(values)).codes.astype(np.int64)
+                unknown = (codes < 0) & ~missing
+                if unknown.any():
+                    bad = col[unknown].iloc[0]
+                    raise InputError(
+                        f"column '{frame.columns[j]}': value {bad!r} is not in the column's domain "
+                        "(the values of the input CSV)"
+                    )
+            if missing.any():
+                codes = np.where(missing, len(values) + (kind == "edges"), codes)
+            out[:, j] = codes
+        return out
+
+
+def _categorical_domains(spec: Spec, schema: Schema) -> tuple:
+    domains = []
+    for c in schema.columns:
+        if c.kind == "categorical":
+            domains.append(("categories", tuple(c.categories or ()), False))
+        elif c.name in spec.model.bins:
+            domains.append(("edges", tuple(spec.model.bins[c.name]), c.has_missing))
+        else:
+            if c.values is None:
+                raise InputError(
+                    f"column '{c.name}' is numeric with more than 1000 distinct values; categorical_nb "
+                    "treats each value as a category: give it bin edges under model.bins or drop it"
+                )
+            domains.append(("categories", c.values, c.has_missing))
+    return tuple(domains)
+
+
+def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipeline:
+    """Build the unfitted pipeline A for ``spec``: preprocessing (per ``model.preprocess``) + estimator.
+
+    - ``none``: columns used as they are (numeric), a median imputer where cells are empty.
+    - ``auto`` with CategoricalNB: every column ordinal-encoded over its fixed domain
+      (categories, ``model.bins`` edges, or a numeric column's distinct values), and
+      ``min_categories`` set to the domain sizes so Laplace smoothing counts every value.
+    - ``auto`` otherwise: categoricals and binned numerics one-hot over their fixed
+      domains; other numerics median-imputed where needed and standardised (min-max scaled
+      into [0, 1] for MultinomialNB, which needs non-negative inputs).
+    """
+    from sklearn.naive_bayes import CategoricalNB, MultinomialNB
+
+    est = choice.make()
+    names = schema.names
+    if spec.model.preprocess == "none":
+        steps: list[Any] = []
+        if any(c.has_missing for c in schema.columns):
+            steps.append(SimpleImputer(strategy="median"))
+        return make_pipeline(*steps, est)
+    if isinstance(est, CategoricalNB):
+        enc = DomainEncoder(_categorical_domains(spec, schema))
+        if "min_categories" not in spec.model.params:
+            est.set_params(min_categories=np.asarray(enc.n_codes()))
+        pre = ColumnTransformer([("domain", enc, names)])
+        return Pipeline([("pre", pre), ("clf", est)])
+    parts: list[tuple[str, Any, list[str]]] = []
+    cats = [c for c in schema.columns if c.kind == "categorical"]
+    if cats:
+        onehot = OneHotEncoder(
+            categories=[list(c.categories or ()) for c in cats], handle_unknown="ignore", sparse_output=False
+        )
+        parts.append(("onehot", onehot, [c.name for c in cats]))
+    binned = [c for c in schema.columns if c.kind == "numeric" and c.name in spec.model.bins]
+    if binned:
+        enc = DomainEncoder(tuple(("edges", tuple(spec.model.bins[c.name]), c.has_missing) for c in binned))
+        onehot = OneHotEncoder(
+            categories=[list(range(n)) for n in enc.n_codes()], handle_unknown="ignore", sparse_output=False
+        )
+        parts.append(("bins", make_pipeline(enc, onehot), [c.name for c in binned]))
+    nums = [c for c in schema.columns if c.kind == "numeric" and c.name not in spec.model.bins]
+    if nums:
+        scaler = MinMaxScaler(clip=True) if isinstance(est, MultinomialNB) else StandardScaler()
+        steps = [SimpleImputer(strategy="median")] if any(c.has_missing for c in nums) else []
+        parts.append(("numeric", make_pipeline(*steps, scaler), [c.name for c in nums]))
+    return Pipeline([("pre", ColumnTransformer(parts, sparse_threshold=0.0)), ("clf", est)])
+
+
+def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) -> Any:
+    """Fit a fresh clone of ``template`` (never the template itself); convergence warnings are muted."""
+    model = clone(template)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        model.fit(X, y)
+    return model
+
+
+def proba_in(model: Any, X: pd.DataFrame, classes: np.ndarray) -> np.ndarray:
+    """``predict_proba`` with columns in the order of ``classes``; a class the model never saw gets 0."""
+    p = model.predict_proba(X)
+    seen = list(model.classes_)
+    if len(seen) == len(classes) and all(a == b for a, b in zip(seen, classes, strict=True)):
+        return np.asarray(p, dtype=float)
+    out = np.zeros((p.shape[0], len(classes)))
+    pos = {c: i for i, c in enumerate(classes)}
+    for j, c in enumerate(seen):
+        out[:, pos[c]] = p[:, j]
+    return out

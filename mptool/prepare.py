@@ -1,0 +1,54 @@
+"""Shared set-up of every subcommand: data + spec -> population, T, and the pipeline A.
+
+Data flows one way: CSV + YAML -> Spec -> Records -> pipeline template -> engine or attack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mptool.data import Records, draw_training_set, load_records
+from mptool.errors import InputError
+from mptool.models import EstimatorChoice, build_pipeline, fit, resolve_estimator
+from mptool.spec import Spec
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything a subcommand needs before its own work starts."""
+
+    spec: Spec
+    population: Records  # every usable CSV row
+    train: Records  # T
+    choice: EstimatorChoice
+    template: Any  # unfitted pipeline A
+    classes: np.ndarray  # classes of T, in label order: the output columns
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.train.notes
+
+
+def prepare(data_path: str | Path, spec: Spec, allow_imports: tuple[str, ...] = ()) -> Prepared:
+    """Resolve the estimator (before reading data, so a bad spec fails fast), read the CSV, draw T."""
+    choice = resolve_estimator(spec.model, spec.seed, allow_imports)
+    population = load_records(data_path, spec)
+    train = draw_training_set(population, spec.data.train_size, spec.seed)
+    template = build_pipeline(spec, train.schema, choice)
+    classes = np.array(sorted(set(train.y.tolist()), key=lambda v: (str(type(v)), v)), dtype=object)
+    return Prepared(spec, population, train, choice, template, classes)
+
+
+def fit_checked(template: Any, records: Records) -> Any:
+    """Fit A on ``records``; a failure the data or params cause becomes an InputError (exit 2)."""
+    try:
+        return fit(template, records.X, records.y)
+    except InputError:
+        raise
+    except (ValueError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        raise InputError(f"model: fitting the pipeline on the training set failed: {first}") from None

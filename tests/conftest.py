@@ -1,0 +1,77 @@
+"""Shared test helpers: small datasets written to CSV, specs, and running the CLI in-process."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from mptool.cli import main
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str) -> CliResult:
+    """Run ``mptool ARGS`` in-process; returns exit code and captured output."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def mixed_frame(n: int = 60, seed: int = 0) -> pd.DataFrame:
+    """A small dataset with categorical and numeric features and a binary label."""
+    rng = np.random.default_rng(seed)
+    color = rng.choice(["red", "green", "blue"], size=n)
+    size = rng.choice(["S", "M", "L", "XL"], size=n, p=[0.3, 0.3, 0.3, 0.1])
+    x1 = rng.normal(size=n).round(3)
+    x2 = rng.integers(0, 5, size=n).astype(float)
+    logit = 0.8 * x1 + (color == "red") * 1.0 - 0.5
+    label = np.where(rng.random(n) < 1 / (1 + np.exp(-logit)), "yes", "no")
+    return pd.DataFrame({"color": color, "size": size, "x1": x1, "x2": x2, "label": label})
+
+
+def write_spec(path: Path, estimator: str, **sections: Any) -> Path:
+    """Write a spec YAML with ``data.label: label`` and the given overrides per section."""
+    spec: dict[str, Any] = {
+        "data": {"label": "label", "train_size": None, "missing": "drop"},
+        "model": {"estimator": estimator, "params": {}, "preprocess": "auto"},
+        "output": {"bin_size": 0.01},
+        "seed": 0,
+    }
+    for section, values in sections.items():
+        if isinstance(values, dict):
+            spec.setdefault(section, {}).update(values)
+        else:
+            spec[section] = values
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def cli() -> Callable[..., CliResult]:
+    return run_cli
+
+
+@pytest.fixture
+def mixed_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "mixed.csv"
+    mixed_frame().to_csv(path, index=False)
+    return path
