@@ -145,7 +145,7 @@ class DomainEncoder(TransformerMixin, BaseEstimator):
     def transform(self, X: Any) -> np.ndarray:
         frame = X if isinstance(X, pd.DataFrame) else pd.DataFrame(X)
         out = np.empty((len(frame), len(self.domains)), dtype=np.int64)
-        for j, (kind, values, has_missing) in enumerate(self.domains):
+        for j, (kind, values, _has_missing) in enumerate(self.domains):
             col = frame.iloc[:, j]
             if kind == "edges":
                 x = col.to_numpy(dtype=float)
