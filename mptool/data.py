@@ -281,3 +281,14 @@ def draw_training_set(population: Records, train_size: int | None, seed: int) ->
             "removing it empties the class"
         )
     return replace(T, notes=tuple(notes))
+
+
+def read_rows_verbatim(path: str | Path, rows: np.ndarray | list[int]) -> pd.DataFrame:
+    """The data rows numbered ``rows`` (0-based, header excluded, in the given order) of a CSV.
+
+    Every cell is kept as the text in the file (no type inference, empty cells stay
+    empty), with the file's own columns, so writing the frame back gives the input's
+    format. Row numbers are counted as :func:`read_csv` counts them.
+    """
+    df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, low_memory=False)
+    return df.iloc[np.asarray(rows, dtype=np.int64)]
