@@ -35,6 +35,18 @@ app = typer.Typer(
 _state = {"debug": False}
 out_console = Console(highlight=False, soft_wrap=True)
 
+# Scale-out and resume options shared by every subcommand with long parallel work.
+BackendOpt = Annotated[
+    str, typer.Option(help="Parallel backend: loky (local processes), threading, dask or ray.")
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(help="Address of a running Dask scheduler (e.g. tcp://10.0.0.5:8786); implies --backend dask."),
+]
+ResumeOpt = Annotated[
+    bool, typer.Option(help="Continue the interrupted run whose checkpoint is in --out DIR.")
+]
+
 
 def _version(value: bool) -> None:
     if value:
@@ -130,6 +142,9 @@ def pdtp(
     ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict line; no progress.")] = False,
+    backend: BackendOpt = "loky",
+    scheduler: SchedulerOpt = None,
+    resume: ResumeOpt = False,
 ) -> int:
     """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
 
@@ -162,6 +177,86 @@ def pdtp(
     print_pdtp_summary(outcome.summary, outcome.table, quiet)
     ui.info(f"results: {out_dir / 'pdtp.csv'}, {out_dir / 'pdtp.json'}", quiet)
     return EXIT_FINDING if outcome.summary["verdict"] == "fail" else EXIT_OK
+
+
+REDUCE_EXIT_HELP = (
+    "Exit codes: 0 = a prefix of removals within --max-removals reaches DTP-1 (or T already satisfies it); "
+    "1 = none does; 2 = bad input or usage; 3 = unexpected internal error; 130 = interrupted."
+)
+
+
+@app.command("reduce-dtp", epilog=REDUCE_EXIT_HELP)
+def reduce_dtp(
+    data: Annotated[Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")] = None,
+    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/reduce-TIMESTAMP].")] = None,
+    threshold: Annotated[float, typer.Option(help="DTP-1 threshold on PDTP (log-ratio).")] = 1.0,
+    max_removals: Annotated[int, typer.Option(help="Removal budget: steps in the trace.")] = 50,
+    strategy: Annotated[str, typer.Option(help="greedy (the paper's) or lookahead:K.")] = "greedy",
+    write_clean: Annotated[
+        Path | None, typer.Option(help="Write T minus the best prefix here (input's columns; .gz compresses).")
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")] = 0,
+    train_size: Annotated[int | None, typer.Option(help="Override data.train_size.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Override the spec's seed.")] = None,
+    bin_size: Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")] = None,
+    engine: Annotated[str, typer.Option(help="Leave-one-out engine: auto, exact or refit.")] = "auto",
+    allow_import: Annotated[
+        list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite results already in --out and --write-clean.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict line; no progress.")] = False,
+) -> int:
+    """Remove the riskiest records step by step until DTP-1 holds (Long et al. section 8).
+
+    Each step removes a record and recomputes every remaining record's PDTP. Writes
+    DIR/reduce.csv (step, row, id, pdtp_before, max_pdtp_after, violations_after,
+    records_left; step 0 = no removal) and DIR/reduce.json (best_prefix, reached, strategy,
+    engine, threshold, timings, manifest, trace). With --write-clean, also DIR/clean-spec.yaml
+    (train_size null): 'mptool pdtp CLEAN.csv --model DIR/clean-spec.yaml' reproduces best_max.
+    """
+    from mptool.prepare import prepare
+    from mptool.reduce import ReduceOptions, parse_strategy, print_trace, run_reduce
+    from mptool.reduce import write_clean as write_clean_csv
+    from mptool.results import default_out_dir, prepare_out_dir, to_csv, to_json, write_atomic
+    from mptool.spec import load_spec
+
+    data_path, spec_path = resolve_inputs(data, model, "reduce-dtp", quiet)
+    if threshold < 0:
+        raise InputError(f"--threshold must be non-negative (got {threshold})")
+    if max_removals < 0:
+        raise InputError(f"--max-removals must be 0 or more (got {max_removals})")
+    if jobs < 0:
+        raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
+    options = ReduceOptions(threshold, max_removals, parse_strategy(strategy), jobs or None, engine)
+    spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
+    names = ["reduce.csv", "reduce.json", *(["clean-spec.yaml"] if write_clean else [])]
+    out_dir = prepare_out_dir(out or default_out_dir("reduce"), names, force)
+    if write_clean is not None:
+        if write_clean.exists() and not force:
+            raise InputError(f"{write_clean}: --write-clean target exists; pass --force or choose another path")
+        if write_clean.resolve() == Path(data_path).resolve():
+            raise InputError(f"{write_clean}: --write-clean would overwrite the input data; choose another path")
+        if not write_clean.parent.is_dir():
+            raise InputError(f"{write_clean}: the folder for --write-clean does not exist")
+    prep = prepare(data_path, spec, tuple(allow_import or ()))
+    for note in prep.notes:
+        ui.warn(note)
+    ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
+    outcome = run_reduce(prep, options, lambda n, label: ui.progress(n, label, quiet))
+    if write_clean is not None:
+        outcome.summary["clean"] = write_clean_csv(prep, outcome, write_clean, out_dir / "clean-spec.yaml")
+        for note in outcome.summary["clean"]["notes"]:
+            ui.warn(note)
+    document = {**outcome.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
+    document["trace"] = document.pop("trace")  # the long list last
+    write_atomic(out_dir / "reduce.csv", to_csv(outcome.table))
+    write_atomic(out_dir / "reduce.json", to_json(document))
+    print_trace(outcome, quiet)
+    ui.info(f"results: {out_dir / 'reduce.csv'}, {out_dir / 'reduce.json'}", quiet)
+    if write_clean is not None:
+        ui.info(f"clean data: {write_clean}; check it with: {outcome.summary['clean']['command']}", quiet)
+    return EXIT_OK if outcome.summary["reached"] else EXIT_FINDING
 
 
 def main(argv: list[str] | None = None) -> None:
