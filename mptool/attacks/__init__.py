@@ -1,0 +1,26 @@
+"""Membership inference attacks: shadow models and one module per attack.
+
+Attack names used on the command line and in result files:
+
+- ``untargeted``: Shokri et al.'s shadow-model attack (Long et al., Algorithm 1).
+- ``distance``, ``frequency``: Long et al.'s targeted attacks (section 5.3).
+- ``threshold``: Yeom et al.'s loss-threshold adversary.
+- ``lira`` and ``lira_offline``: Carlini et al.'s likelihood-ratio attack (``--attacks lira`` runs both).
+"""
+
+from __future__ import annotations
+
+#: Names accepted by --attacks (``all`` selects every one).
+ATTACK_CHOICES = ("untargeted", "distance", "frequency", "threshold", "lira")
+
+#: Result names each choice produces, in output order.
+RESULT_NAMES = {
+    "untargeted": ("untargeted",),
+    "distance": ("distance",),
+    "frequency": ("frequency",),
+    "threshold": ("threshold",),
+    "lira": ("lira", "lira_offline"),
+}
+
+#: Attacks that need per-record in/out shadow evidence (pairs or the shared pool).
+NEEDS_EVIDENCE = frozenset({"distance", "frequency", "lira"})

@@ -1,0 +1,281 @@
+"""Shadow models: pools on random halves of D, per-target in/out pairs, synthetic shadow data.
+
+Every attack of Long et al. (section 5.3) and Shokri et al. (section V-B) learns from
+*shadow models*: copies of the training algorithm A fitted on data the adversary controls,
+so it knows which records each shadow saw. This module trains them in parallel and returns
+only what the attacks need: binned prediction vectors and membership masks.
+
+- :func:`train_pool` fits K models on random size-n subsets of the candidate set D and
+  predicts every record of D. It serves as the untargeted attack's shadows (Long et al.,
+  Algorithm 1, with the population as shadow data), as the threshold attack's estimate of
+  the expected training loss (Yeom et al., section 3.3), and, with ``--shadow-pool K``, as
+  the shared source of in/out models for the targeted attacks and LiRA: each record is "in"
+  for about half of the K models.
+- :func:`train_pairs` fits the paper's per-target pairs: for target t, M datasets T'_j of
+  size n-1 drawn from D \\ {t}, and T_j = T'_j + {t} (Long et al. 5.3, distance-based
+  attack, step 1); it returns both models' predictions on x_t.
+- :func:`synthesize` builds shadow data for auditors without population data (Shokri et al.
+  V-C): ``marginals`` (each feature sampled from its marginal) and ``noisy:F`` (a fraction F
+  of each record's features resampled).
+
+Every random choice is seeded from (spec seed, a phase tag, the task's index), so results do
+not depend on how tasks are spread over --jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mptool.calibration import bin_probabilities
+from mptool.errors import InputError
+from mptool.models import fit, proba_in
+from mptool.parallel import chunk_positions, run_tasks
+
+#: Seed tags that keep the random streams of the phases apart.
+TAG_POOL, TAG_PAIRS, TAG_SYNTH = 101, 102, 103
+
+
+def rng_for(seed: int, *keys: int) -> np.random.Generator:
+    """A generator seeded from the spec seed and task keys (independent of --jobs)."""
+    return np.random.default_rng([int(seed), *[int(k) for k in keys]])
+
+
+@dataclass(frozen=True)
+class ShadowPool:
+    """K shadow models on subsets of D: who was in which, and what each predicts on D."""
+
+    members: np.ndarray  # (K, |D|) bool: record j of D is in shadow k's training set
+    preds: np.ndarray  # (K, |D|, classes) binned prediction vectors on every record of D
+
+    @property
+    def size(self) -> int:
+        return int(self.members.shape[0])
+
+    def evidence(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Prediction vectors on record j of the pool models with j in (first) and out (second)."""
+        inside = self.members[:, j]
+        return self.preds[inside, j], self.preds[~inside, j]
+
+
+@dataclass(frozen=True)
+class ShadowPairs:
+    """Per-target shadow pairs of one iteration: predictions on x_t with t in / out."""
+
+    in_preds: np.ndarray  # (targets, M, classes)
+    out_preds: np.ndarray  # (targets, M, classes)
+
+
+def pool_chunk(
+    template: Any,
+    X: pd.DataFrame,
+    y: np.ndarray,
+    classes: np.ndarray,
+    indices: np.ndarray,
+    train_size: int,
+    seed: int,
+    bin_size: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fit pool models ``indices``: each on a seeded random subset of D of ``train_size`` records."""
+    n = len(y)
+    members = np.zeros((len(indices), n), dtype=bool)
+    preds = np.empty((len(indices), n, len(classes)))
+    for row, k in enumerate(indices):
+        idx = rng_for(seed, TAG_POOL, k).choice(n, size=train_size, replace=False)
+        members[row, idx] = True
+        model = fit(template, X.iloc[np.sort(idx)], y[np.sort(idx)])
+        preds[row] = bin_probabilities(proba_in(model, X, classes), bin_size)
+    return members, preds
+
+
+def train_pool(
+    template: Any,
+    X: pd.DataFrame,
+    y: np.ndarray,
+    classes: np.ndarray,
+    n_models: int,
+    train_size: int,
+    seed: int,
+    bin_size: float,
+    jobs: int,
+    backend: str = "loky",
+    advance: Callable[[int], None] = lambda n: None,
+) -> ShadowPool:
+    """Fit ``n_models`` shadows of A, each on ``train_size`` records drawn from D without replacement."""
+    chunks = chunk_positions(np.arange(n_models), jobs, per_job=2)
+    parts = run_tasks(
+        pool_chunk,
+        ((template, X, y, classes, c, train_size, seed, bin_size) for c in chunks),
+        jobs=jobs,
+        backend=backend,
+        on_result=lambda r: advance(len(r[0])),
+    )
+    return ShadowPool(np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def pairs_chunk(
+    template: Any,
+    X: pd.DataFrame,
+    y: np.ndarray,
+    classes: np.ndarray,
+    items: np.ndarray,
+    n_pairs: int,
+    train_size: int,
+    seed: int,
+    bin_size: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """In/out pairs for each ``(iteration, target position)`` row of ``items`` (Long et al. 5.3)."""
+    n = len(y)
+    k = len(classes)
+    out_in = np.empty((len(items), n_pairs, k))
+    out_out = np.empty((len(items), n_pairs, k))
+    for row, (iteration, t) in enumerate(items):
+        rng = rng_for(seed, TAG_PAIRS, iteration, t)
+        others = np.delete(np.arange(n), t)
+        x_t = X.iloc[[t]]
+        for j in range(n_pairs):
+            base = np.sort(rng.choice(others, size=train_size - 1, replace=False))
+            with_t = np.sort(np.append(base, t))
+            m_in = fit(template, X.iloc[with_t], y[with_t])
+            m_out = fit(template, X.iloc[base], y[base])
+            out_in[row, j] = bin_probabilities(proba_in(m_in, x_t, classes)[0], bin_size)
+            out_out[row, j] = bin_probabilities(proba_in(m_out, x_t, classes)[0], bin_size)
+    return out_in, out_out
+
+
+def train_pairs(
+    template: Any,
+    X: pd.DataFrame,
+    y: np.ndarray,
+    classes: np.ndarray,
+    targets: np.ndarray,
+    iterations: int,
+    n_pairs: int,
+    train_size: int,
+    seed: int,
+    bin_size: float,
+    jobs: int,
+    backend: str = "loky",
+    advance: Callable[[int], None] = lambda n: None,
+) -> list[ShadowPairs]:
+    """Fresh per-target shadow pairs for every iteration (2 * M fits per target per iteration)."""
+    items = np.array([(i, t) for i in range(iterations) for t in targets], dtype=np.int64).reshape(-1, 2)
+    chunks = [items[c] for c in chunk_positions(np.arange(len(items)), jobs)]
+    parts = run_tasks(
+        pairs_chunk,
+        ((template, X, y, classes, c, n_pairs, train_size, seed, bin_size) for c in chunks),
+        jobs=jobs,
+        backend=backend,
+        on_result=lambda r: advance(len(r[0])),
+    )
+    ins = np.concatenate([p[0] for p in parts]).reshape(iterations, len(targets), n_pairs, len(classes))
+    outs = np.concatenate([p[1] for p in parts]).reshape(iterations, len(targets), n_pairs, len(classes))
+    return [ShadowPairs(ins[i], outs[i]) for i in range(iterations)]
+
+
+def parse_source(text: str) -> tuple[str, float]:
+    """``population`` | ``marginals`` | ``noisy:F`` (0 < F <= 1) -> (kind, fraction)."""
+    if text in ("population", "marginals"):
+        return text, 0.0
+    if text.startswith("noisy:"):
+        try:
+            frac = float(text.split(":", 1)[1])
+        except ValueError:
+            frac = -1.0
+        if 0.0 < frac <= 1.0:
+            return "noisy", frac
+    raise InputError(f"--shadow-data must be population, marginals or noisy:F with 0 < F <= 1 (got '{text}')")
+
+
+def synthesize(
+    X: pd.DataFrame, y: np.ndarray, size: int, kind: str, fraction: float, rng: np.random.Generator
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Shadow data from the statistics of D (Shokri et al., section V-C).
+
+    ``marginals``: a label drawn from the label's marginal, then every feature drawn
+    independently from its marginal among the records of that label (class-conditional
+    marginals: with unconditional ones the label would carry no signal to learn).
+    ``noisy``: records of D drawn with replacement, and in each a fraction ``fraction`` of
+    the features (at least one) replaced by values drawn from that feature's marginal
+    (Shokri flips 10% or 20% of binary features; resampling generalises this to any column).
+    """
+    n, m = X.shape
+    if kind == "marginals":
+        labels = y[rng.integers(0, n, size=size)]
+        cols = {}
+        for name in X.columns:
+            values = X[name].to_numpy()
+            col = np.empty(size, dtype=values.dtype)
+            for lab in np.unique(labels):
+                pool = values[y == lab]
+                where = np.flatnonzero(labels == lab)
+                col[where] = pool[rng.integers(0, len(pool), size=len(where))]
+            cols[name] = col
+        return pd.DataFrame(cols, columns=X.columns), labels
+    pick = rng.integers(0, n, size=size)
+    out = X.iloc[pick].reset_index(drop=True).copy()
+    n_change = max(1, int(round(fraction * m)))
+    change = np.argsort(rng.random((size, m)), axis=1)[:, :n_change]
+    for j, name in enumerate(X.columns):
+        rows = np.flatnonzero((change == j).any(axis=1))
+        if rows.size:
+            values = X[name].to_numpy()
+            col = out[name].to_numpy().copy()
+            col[rows] = values[rng.integers(0, n, size=rows.size)]
+            out[name] = col
+    return out, y[pick]
+
+
+def synthetic_chunk(
+    template: Any,
+    X: pd.DataFrame,
+    y: np.ndarray,
+    classes: np.ndarray,
+    indices: np.ndarray,
+    train_size: int,
+    kind: str,
+    fraction: float,
+    seed: int,
+    bin_size: float,
+) -> list[tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]]:
+    """Shadows on synthetic data: each trains on ``train_size`` records and is queried on a disjoint set."""
+    out = []
+    for k in indices:
+        rng = rng_for(seed, TAG_SYNTH, k)
+        Xs, ys = synthesize(X, y, 2 * train_size, kind, fraction, rng)
+        inside = np.zeros(2 * train_size, dtype=bool)
+        inside[:train_size] = True
+        model = fit(template, Xs.iloc[:train_size], ys[:train_size])
+        out.append((Xs, ys, inside, bin_probabilities(proba_in(model, Xs, classes), bin_size)))
+    return out
+
+
+def train_synthetic(
+    template: Any,
+    X: pd.DataFrame,
+    y: np.ndarray,
+    classes: np.ndarray,
+    n_models: int,
+    train_size: int,
+    kind: str,
+    fraction: float,
+    seed: int,
+    bin_size: float,
+    jobs: int,
+    backend: str = "loky",
+    advance: Callable[[int], None] = lambda n: None,
+) -> list[tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]]:
+    """Shadows on synthetic data: per model (records, labels, in-mask, binned predictions)."""
+    chunks = chunk_positions(np.arange(n_models), jobs, per_job=2)
+    parts = run_tasks(
+        synthetic_chunk,
+        ((template, X, y, classes, c, train_size, kind, fraction, seed, bin_size) for c in chunks),
+        jobs=jobs,
+        backend=backend,
+        on_result=lambda r: advance(len(r)),
+    )
+    return [s for part in parts for s in part]
