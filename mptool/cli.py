@@ -259,6 +259,139 @@ def reduce_dtp(
     return EXIT_OK if outcome.summary["reached"] else EXIT_FINDING
 
 
+ATTACK_EXIT_HELP = (
+    "Exit codes: 0 = no gate given or no gate exceeded; 1 = --max-accuracy or --max-auc exceeded by the "
+    "strongest attack; 2 = bad input or usage; 3 = unexpected internal error; 130 = interrupted."
+)
+
+
+@app.command(epilog=ATTACK_EXIT_HELP)
+def attack(
+    data: Annotated[Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")] = None,
+    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")] = None,
+    attacks: Annotated[
+        str, typer.Option(help="Comma-separated: untargeted,distance,frequency,threshold,lira, or all.")
+    ] = "all",
+    candidates: Annotated[int, typer.Option(help="Size of the candidate set D drawn from the data (even).")] = 2000,
+    iterations: Annotated[int, typer.Option(help="Iterations; each trains A on both halves of D.")] = 10,
+    targets: Annotated[int, typer.Option(help="Target records drawn from D.")] = 100,
+    shadows: Annotated[int, typer.Option(help="Shadow models M of the untargeted and threshold attacks.")] = 20,
+    pairs: Annotated[int, typer.Option(help="In/out shadow pairs per target per iteration (targeted, LiRA).")] = 5,
+    shadow_pool: Annotated[
+        int, typer.Option(help="K > 0: one shared pool of K shadows on random halves of D for every attack.")
+    ] = 0,
+    shadow_data: Annotated[
+        str, typer.Option(help="Untargeted shadow data: population, marginals or noisy:F.")
+    ] = "population",
+    per_class: Annotated[bool, typer.Option(help="Untargeted: one attack model per class (Shokri).")] = False,
+    pdtp_iterations: Annotated[int, typer.Option(help="Iterations whose PDTP is measured and averaged.")] = 10,
+    max_accuracy: Annotated[float | None, typer.Option(help="Exit 1 if an attack's accuracy exceeds this.")] = None,
+    max_auc: Annotated[float | None, typer.Option(help="Exit 1 if an attack's ROC AUC exceeds this.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/attack-TIMESTAMP].")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")] = 0,
+    seed: Annotated[int | None, typer.Option(help="Override the spec's seed.")] = None,
+    bin_size: Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")] = None,
+    engine: Annotated[str, typer.Option(help="Leave-one-out engine for PDTP: auto, exact or refit.")] = "auto",
+    allow_import: Annotated[
+        list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result lines; no progress.")] = False,
+) -> int:
+    """Membership inference attacks under the paper's protocol, per-target accuracy beside PDTP.
+
+    Long et al. 5.4: D (--candidates rows) is split into halves each iteration; the model
+    trained on each half is attacked on every target, so each target is once a member and
+    once not. Attacks: untargeted (Shokri), distance and frequency (Long 5.3), threshold
+    (Yeom), lira (Carlini; online and offline). Without --shadow-pool, targeted attacks and
+    LiRA train --pairs fresh in/out pairs per target per iteration, as the paper does.
+
+    DIR/attack.csv, one row per target: row, [id], label, pdtp_mean, <attack>_accuracy per
+    attack (lira gives lira_ and lira_offline_), max_accuracy, lira_score (mean online
+    LiRA log-likelihood ratio while a member), kl_leakage (Farokhi-Kaafar), n_attacks,
+    pdtp_measurements. DIR/attack.json: {"summary": {...}, "attacks": {name: {accuracy,
+    precision, recall, f1, auc, advantage, tpr_at_1pct_fpr, tpr_at_0.1pct_fpr,
+    correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}.
+    """
+    from mptool.prepare import prepare
+    from mptool.protocol import AttackOptions, parse_attacks, run_attack, summary_lines
+    from mptool.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
+    from mptool.spec import load_spec
+
+    data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
+    if jobs < 0:
+        raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
+    options = AttackOptions(
+        attacks=parse_attacks(attacks), candidates=candidates, iterations=iterations, targets=targets,
+        shadows=shadows, pairs=pairs, shadow_pool=shadow_pool, shadow_data=shadow_data, per_class=per_class,
+        pdtp_iterations=pdtp_iterations, jobs=jobs or None, engine=engine, max_accuracy=max_accuracy,
+        max_auc=max_auc,
+    )
+    spec = load_spec(spec_path, {"seed": seed, "output.bin_size": bin_size})
+    out_dir = prepare_out_dir(out or default_out_dir("attack"), ["attack.csv", "attack.json"], force)
+    prep = prepare(data_path, spec, tuple(allow_import or ()))
+    for note in prep.notes:
+        ui.warn(note)
+    ui.info(
+        f"candidate set D: {candidates} of {prep.population.n} records from {data_path}; "
+        f"estimator {spec.model.estimator}; attacks {', '.join(options.attacks)}",
+        quiet,
+    )
+    outcome = run_attack(prep, options, lambda n, label: ui.progress(n, label, quiet))
+    summary = {**outcome.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
+    document = {"summary": summary, "attacks": outcome.attacks, "records": records_for_json(outcome.table)}
+    write_atomic(out_dir / "attack.csv", to_csv(outcome.table))
+    write_atomic(out_dir / "attack.json", to_json(document))
+    for note in outcome.notes:
+        ui.info(note, quiet)
+    for line in summary_lines(outcome):
+        print(line)
+    exceeded = outcome.summary["gate"]["exceeded"]
+    for item in exceeded:
+        print(f"gate exceeded: {item}")
+    ui.info(f"results: {out_dir / 'attack.csv'}, {out_dir / 'attack.json'}", quiet)
+    return EXIT_FINDING if exceeded else EXIT_OK
+
+
+datasets_app = typer.Typer(help="Build datasets for experiments (the purchase-style stand-in).", no_args_is_help=True)
+app.add_typer(datasets_app, name="datasets")
+
+
+@datasets_app.command("make-purchase")
+def make_purchase_cmd(
+    out: Annotated[Path, typer.Option(help="CSV file to write (.gz compresses).")] = Path("purchase.csv.gz"),
+    rows: Annotated[int, typer.Option(help="Customers (records).")] = 5000,
+    features: Annotated[int, typer.Option(help="Binary product-category columns.")] = 600,
+    classes: Annotated[int, typer.Option(help="k-means clusters = class labels (the paper: 10).")] = 10,
+    segments: Annotated[int, typer.Option(help="Latent shopper types the purchases are drawn from.")] = 20,
+    seed: Annotated[int, typer.Option(help="Seed of the generator and of k-means.")] = 0,
+    force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
+) -> int:
+    """Purchase-style data (Long et al. 5.1): binary purchase columns, k-means cluster labels.
+
+    Writes columns c000.. (0/1) and 'class' (cluster index). Use it with a spec whose
+    data.label is 'class', e.g. estimator mlp with max_iter 30 (the paper's purchase NN).
+    """
+    from mptool.purchase import make_purchase
+    from mptool.results import write_atomic
+
+    if out.exists() and not force:
+        raise InputError(f"{out}: exists; pass --force to overwrite or choose another --out")
+    if not out.parent.is_dir():
+        raise InputError(f"{out}: the folder does not exist")
+    frame = make_purchase(rows, features, classes, segments, seed)
+    text = frame.to_csv(index=False, lineterminator="\n")
+    if out.suffix == ".gz":
+        import gzip
+
+        write_atomic(out, gzip.compress(text.encode(), mtime=0))
+    else:
+        write_atomic(out, text)
+    counts = frame["class"].value_counts().sort_index().tolist()
+    print(f"wrote {out}: {rows} records, {features} binary features, classes (k-means) sizes {counts}")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app and map outcomes to exit codes."""
     try:
