@@ -407,12 +407,20 @@ def clean_spec(prep: Prepared) -> dict[str, Any]:
     return raw
 
 
-def domain_changes(before: Any, after: Any) -> list[str]:
-    """Feature columns whose domain (categories or distinct numeric values) differs between two schemas."""
+def domain_changes(before: Any, after: Any, binned: set[str]) -> list[str]:
+    """Feature columns whose domain differs between two schemas (the model encodes features over it).
+
+    Categories and a numeric column's distinct values count; a column cut at fixed
+    ``model.bins`` edges depends only on whether it has empty cells.
+    """
     out = []
     for c in before.columns:
         d = after.column(c.name)
-        if (c.categories, c.values, c.has_missing) != (d.categories, d.values, d.has_missing):
+        if c.name in binned:
+            same = c.has_missing == d.has_missing
+        else:
+            same = (c.categories, c.values, c.has_missing) == (d.categories, d.values, d.has_missing)
+        if not same:
             out.append(c.name)
     return out
 
@@ -447,7 +455,7 @@ def write_clean(prep: Prepared, outcome: ReduceOutcome, clean_path: Path, spec_p
     raw = clean_spec(prep)
     write_atomic(spec_path, yaml.safe_dump(raw, sort_keys=False))
     spec = parse_spec(raw, where=str(spec_path))
-    changed = domain_changes(prep.train.schema, load_records(clean_path, spec).schema)
+    changed = domain_changes(prep.train.schema, load_records(clean_path, spec).schema, set(spec.model.bins))
     clf = prep.template.steps[-1][1] if hasattr(prep.template, "steps") else prep.template
     pinned = isinstance(clf, CategoricalNB) and spec.model.preprocess == "auto"
     notes = []
