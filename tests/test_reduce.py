@@ -100,10 +100,12 @@ def test_parse_strategy() -> None:
 
 
 def test_removable_order_keeps_last_of_class() -> None:
-    state = State(np.array([0, 1, 2, 3]), np.array([0.5, 3.0, 0.5, 2.0]))
-    labels = np.array(["a", "b", "a", "a"], dtype=object)
-    # position 1 is the only "b": never removable; ties (0 and 2) go to the lower position
-    assert removable_order(state, labels).tolist() == [3, 0, 2]
+    state = State(np.array([0, 1, 2, 3, 5]), np.array([0.5, 3.0, 0.5, 2.0, 0.5]))
+    y_idx = np.array([0, 1, 0, 0, 9, 0])  # class of every record of T (position 4 already removed)
+    # position 1 is the only record of class 1: never removable; ties (0, 2, 5) go to the lower position
+    assert removable_order(state, y_idx).tolist() == [3, 0, 2, 4]
+    assert removable_order(state, y_idx, 2).tolist() == [3, 0]
+    assert removable_order(state, y_idx, 3).tolist() == [3, 0, 2]
 
 
 @pytest.mark.parametrize("engine", ["auto", "refit"])
