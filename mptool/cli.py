@@ -137,6 +137,13 @@ def pdtp(
     records: Annotated[str | None, typer.Option(help="Only these CSV rows, e.g. 0,5,9 (must be in T).")] = None,
     sample: Annotated[int | None, typer.Option(help="Only K records of T, drawn with the seed.")] = None,
     engine: Annotated[str, typer.Option(help="Leave-one-out engine: auto, exact or refit.")] = "auto",
+    queries: Annotated[
+        str,
+        typer.Option(
+            help="Query points of the DTP estimate: self (PDTP, x_t only), train (every record of T, "
+            "as IBM ART) or a CSV file with the feature columns; adds column dtp_queries."
+        ),
+    ] = "self",
     allow_import: Annotated[
         list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
     ] = None,
@@ -164,7 +171,7 @@ def pdtp(
         raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
     overrides = {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size}
     spec = load_spec(spec_path, overrides)
-    options = PdtpOptions(threshold, parse_rows(records), sample, jobs or None, engine)
+    options = PdtpOptions(threshold, parse_rows(records), sample, jobs or None, engine, queries=queries)
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), ["pdtp.csv", "pdtp.json"], force)
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:

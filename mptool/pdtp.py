@@ -22,6 +22,7 @@ from mptool.loo import LooRequest, select_engine
 from mptool.parallel import resolve_jobs
 from mptool.prepare import Prepared, fit_checked
 from mptool.results import manifest
+from mptool.stability import beyond_pdtp, resolve_queries
 
 #: Per-record output columns, in order (``id`` only when the spec names an id column).
 PDTP_COLUMNS = {
@@ -33,6 +34,8 @@ PDTP_COLUMNS = {
     "p_full": "binned probability of worst_class from the model trained on T",
     "p_loo": "binned probability of worst_class from the model trained on T without the record",
     "violation": "true when pdtp exceeds the threshold (DTP-1 for the default 1.0)",
+    "dtp_upper": "upper bound of DTP(t) (Long et al. section 6: stability or Lipschitz); empty where none applies",
+    "dtp_queries": "with --queries train|FILE: max over the query points and classes of the binned log-ratio",
 }
 
 
@@ -46,6 +49,7 @@ class PdtpOptions:
     jobs: int | None = None
     engine: str = "auto"
     backend: str = "loky"
+    queries: str = "self"  # self (PDTP), train (every record of T) or a CSV path
 
 
 @dataclass
@@ -88,6 +92,7 @@ def run_pdtp(
     t0 = time.perf_counter()
     spec, T = prep.spec, prep.train
     positions = select_positions(prep, options.records, options.sample)
+    queries = resolve_queries(options.queries, T)
     engine = select_engine(options.engine, spec, prep.template)
     full_model = fit_checked(prep.template, T)
     t_fit = time.perf_counter()
@@ -108,12 +113,16 @@ def run_pdtp(
     table["p_full"] = values.p_full
     table["p_loo"] = values.p_loo
     table["violation"] = values.pdtp > options.threshold
+    beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
+    for name, column in beyond.items():
+        table[name] = column
 
     train_acc = float(np.mean(full_model.predict(T.X) == T.y))
     summary: dict[str, Any] = summarize(values.pdtp, options.threshold)
     summary.update(
         {
             "engine": result.engine,
+            "dtp": dtp_summary,
             "n_train": T.n,
             "classes": prep.classes.tolist(),
             "estimator": prep.choice.name,
