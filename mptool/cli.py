@@ -159,6 +159,8 @@ def pdtp(
     p_loo, violation) and DIR/pdtp.json (summary + records). With no arguments, audits the
     bundled UCI Adult data with configs/adult-nb.yaml.
     """
+    from mptool.checkpoint import Checkpoint, options_dict, run_key, saving_on_interrupt
+    from mptool.parallel import check_backend, session
     from mptool.pdtp import PdtpOptions, run_pdtp
     from mptool.prepare import prepare
     from mptool.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
@@ -169,18 +171,29 @@ def pdtp(
         raise InputError(f"--threshold must be non-negative (got {threshold})")
     if jobs < 0:
         raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
+    if resume and out is None:
+        raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
+    backend = check_backend(backend, scheduler)
     overrides = {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size}
     spec = load_spec(spec_path, overrides)
-    options = PdtpOptions(threshold, parse_rows(records), sample, jobs or None, engine, queries=queries)
+    options = PdtpOptions(
+        threshold, parse_rows(records), sample, jobs or None, engine, backend=backend, queries=queries
+    )
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), ["pdtp.csv", "pdtp.json"], force)
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:
         ui.warn(note)
+    key = run_key("pdtp", spec.sha256(), prep.train.sha256, options_dict(options))
+    ckpt = Checkpoint.open(out_dir, key, resume=resume, force=force)
     ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
-    outcome = run_pdtp(prep, options, lambda n, label: ui.progress(n, label, quiet))
+    with session(backend, scheduler, jobs or None), saving_on_interrupt(ckpt):
+        outcome = run_pdtp(prep, options, lambda n, label: ui.progress(n, label, quiet), checkpoint=ckpt)
+    if ckpt.reused:
+        ui.info(f"resumed: {sum(ckpt.reused.values())} finished record(s) taken from {ckpt.directory}", quiet)
     summary = {**outcome.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     write_atomic(out_dir / "pdtp.csv", to_csv(outcome.table))
     write_atomic(out_dir / "pdtp.json", to_json({"summary": summary, "records": records_for_json(outcome.table)}))
+    ckpt.clear()
     print_pdtp_summary(outcome.summary, outcome.table, quiet)
     ui.info(f"results: {out_dir / 'pdtp.csv'}, {out_dir / 'pdtp.json'}", quiet)
     return EXIT_FINDING if outcome.summary["verdict"] == "fail" else EXIT_OK

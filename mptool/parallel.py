@@ -1,26 +1,58 @@
-"""Spreading independent work over cores (or a cluster) with joblib.
+"""Spreading independent work over cores or a cluster with joblib: backends, sessions, chunking.
 
 One place for the backend and for chunking. Every task is independent and seeded from
-the spec, and results come back in submission order, so the output never depends on
+the spec, and results are put back in submission order, so the output never depends on
 ``--jobs`` or the backend.
+
+Backends (``--backend``):
+
+- ``loky`` (default): worker processes on this machine.
+- ``threading``: threads in this process (useful when the estimator releases the GIL).
+- ``dask``: a Dask cluster through joblib's dask backend. ``--scheduler ADDRESS`` connects
+  to a running scheduler; without it a local cluster of ``--jobs`` worker processes is
+  started. Large shared inputs (the training set, the pipeline) are scattered to every
+  worker once, not shipped with every task.
+- ``ray``: a Ray cluster through ``ray.util.joblib`` (``--scheduler`` is passed to
+  ``ray.init(address=...)``); needs ``pip install mptool[ray]``.
+
+A subcommand opens the backend once for the whole run with :func:`session`; every
+:func:`run_tasks` call inside it reuses the same client.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, parallel_config
+
+from mptool.errors import InputError
+
+#: Accepted values of ``--backend``.
+BACKENDS = ("loky", "threading", "dask", "ray")
+#: Seconds to wait for a Dask scheduler given with ``--scheduler`` before giving up (exit 2).
+CONNECT_TIMEOUT_S = 10
+
+#: The backend opened by :func:`session` (name, Dask client), so nested calls reuse it.
+_active: dict[str, Any] = {"backend": None, "client": None}
 
 
 def resolve_jobs(jobs: int | None) -> int:
-    """Number of workers: None or <= 0 means every core."""
-    cores = os.cpu_count() or 1
-    if jobs is None or jobs <= 0:
-        return cores
-    return jobs
+    """Number of workers: None or <= 0 means every core, or every worker thread of an open Dask cluster."""
+    if jobs is not None and jobs > 0:
+        return jobs
+    client = _active.get("client")
+    if client is not None:
+        try:
+            return max(1, sum(client.nthreads().values()))
+        except Exception:  # noqa: BLE001 - a cluster that cannot answer falls back to local cores
+            pass
+    return os.cpu_count() or 1
 
 
 def chunk_positions(positions: Sequence[int] | np.ndarray, jobs: int, per_job: int = 8) -> list[np.ndarray]:
@@ -36,30 +68,155 @@ def chunk_positions(positions: Sequence[int] | np.ndarray, jobs: int, per_job: i
     return [c for c in np.array_split(positions, n_chunks) if c.size]
 
 
+def check_backend(backend: str, scheduler: str | None = None) -> str:
+    """Validate ``--backend``/``--scheduler``; ``--scheduler`` alone implies dask. InputError otherwise."""
+    name = (backend or "loky").strip().lower()
+    if name not in BACKENDS:
+        raise InputError(f"--backend must be one of {', '.join(BACKENDS)} (got '{backend}')")
+    if scheduler and name == "threading":
+        raise InputError("--scheduler needs --backend dask or ray (threading runs on this machine only)")
+    if scheduler and name == "loky":
+        name = "dask"  # a scheduler address means a Dask cluster unless ray is asked for
+    if name == "dask" and importlib.util.find_spec("distributed") is None:
+        raise InputError("--backend dask needs the 'distributed' package: install mptool[dask]")
+    if name == "ray" and importlib.util.find_spec("ray") is None:
+        raise InputError("--backend ray needs Ray: install mptool[ray]")
+    return name
+
+
+def _dask_client(scheduler: str | None, jobs: int | None) -> tuple[Any, Any]:
+    """A Dask client: connected to ``scheduler``, or to a new local cluster of ``jobs`` processes."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError("--backend dask needs the 'distributed' package: pip install 'mptool[dask]'") from None
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
+            detail = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+            raise InputError(
+                f"--scheduler {scheduler}: cannot connect to a Dask scheduler ({detail}); "
+                "start one with 'dask scheduler' and check the address"
+            ) from None
+        return client, None
+    n = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
+    cluster = LocalCluster(
+        n_workers=n,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        silence_logs=logging.ERROR,
+    )
+    return Client(cluster, set_as_default=False), cluster
+
+
+def _ray_init(scheduler: str | None) -> None:
+    """Import Ray, register its joblib backend and connect (``scheduler``) or start a local Ray."""
+    try:
+        import ray
+        from ray.util.joblib import register_ray
+    except ImportError:
+        raise InputError("--backend ray needs Ray: install mptool[ray] (pip install 'mptool[ray]')") from None
+    register_ray()
+    if not ray.is_initialized():
+        try:
+            ray.init(address=scheduler, ignore_reinit_error=True, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            where = scheduler or "a local Ray"
+            raise InputError(f"--scheduler {where}: cannot start or reach Ray ({exc})".splitlines()[0]) from None
+
+
+@contextmanager
+def session(backend: str = "loky", scheduler: str | None = None, jobs: int | None = None) -> Iterator[str]:
+    """Open ``backend`` for a whole run and yield its name; Dask/Ray connections are made once here.
+
+    Inside, :func:`run_tasks` with the same backend reuses the connection and
+    :func:`resolve_jobs` counts the cluster's worker threads. A local Dask cluster started
+    here is shut down on exit; a remote one given with ``scheduler`` is only disconnected.
+    """
+    name = check_backend(backend, scheduler)
+    if _active["backend"] is not None:  # nested: the outer session stays in charge
+        yield name
+        return
+    client = cluster = None
+    if name == "dask":
+        client, cluster = _dask_client(scheduler, jobs)
+    elif name == "ray":
+        _ray_init(scheduler)
+    _active.update(backend=name, client=client)
+    try:
+        yield name
+    finally:
+        _active.update(backend=None, client=None)
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _tagged(index: int, fn: Callable[..., Any], *args: Any) -> tuple[int, Any]:
+    """Run ``fn(*args)`` and return its result with the task's index (results may arrive out of order)."""
+    return index, fn(*args)
+
+
 def run_tasks(
     fn: Callable[..., Any],
     tasks: Iterable[tuple[Any, ...]],
     jobs: int,
     backend: str = "loky",
     on_result: Callable[[Any], None] | None = None,
+    shared: Sequence[Any] = (),
+    on_done: Callable[[int, Any], None] | None = None,
 ) -> list[Any]:
     """Run ``fn(*args)`` for every args tuple, in parallel; results in submission order.
 
-    ``on_result`` is called with each result as it arrives (for progress).
+    ``on_result(result)`` and ``on_done(index, result)`` are called in this process as each
+    task finishes (in completion order), for progress and checkpoints. ``shared`` lists
+    objects passed (by identity) in many tasks; the dask backend scatters them to every
+    worker once and sends only a reference with each task. With ``jobs == 1`` on a local
+    backend the tasks run here, one after another.
     """
     tasks = list(tasks)
-    if jobs == 1 or len(tasks) <= 1:
-        out = []
-        for args in tasks:
-            r = fn(*args)
-            if on_result:
-                on_result(r)
-            out.append(r)
-        return out
-    runner = Parallel(n_jobs=jobs, backend=backend, return_as="generator")
-    out = []
-    for r in runner(delayed(fn)(*args) for args in tasks):
+    out: list[Any] = [None] * len(tasks)
+
+    def finished(i: int, r: Any) -> None:
+        out[i] = r
         if on_result:
             on_result(r)
-        out.append(r)
+        if on_done:
+            on_done(i, r)
+
+    name = check_backend(backend)
+    if not tasks:
+        return out
+    if name in ("loky", "threading") and (jobs == 1 or len(tasks) == 1):
+        for i, args in enumerate(tasks):
+            finished(i, fn(*args))
+        return out
+    if name == "dask" and _active["backend"] != "dask":
+        with session("dask", None, jobs):
+            return run_tasks(fn, tasks, jobs, backend, on_result, shared, on_done)
+    if name == "ray" and _active["backend"] != "ray":
+        with session("ray", None, jobs):
+            return run_tasks(fn, tasks, jobs, backend, on_result, shared, on_done)
+
+    calls = [delayed(_tagged)(i, fn, *args) for i, args in enumerate(tasks)]
+    if name == "dask":
+        config = parallel_config(backend="dask", client=_active["client"], scatter=list(shared) or None)
+        with config:
+            for i, r in Parallel(n_jobs=-1, return_as="generator_unordered")(calls):
+                finished(i, r)
+    elif name == "ray":
+        # joblib's ray backend (a multiprocessing-style pool) returns lists only: run in waves
+        # so finished work still reaches on_done (checkpoints) before the whole run ends.
+        wave = max(1, jobs)
+        with parallel_config(backend="ray"):
+            for start in range(0, len(calls), wave):
+                for i, r in Parallel(n_jobs=jobs)(calls[start : start + wave]):
+                    finished(i, r)
+    else:
+        for i, r in Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls):
+            finished(i, r)
     return out

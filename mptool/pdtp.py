@@ -87,8 +87,13 @@ def run_pdtp(
     prep: Prepared,
     options: PdtpOptions,
     progress: Callable[[int, str], AbstractContextManager[Callable[[int], None]]],
+    checkpoint: Any = None,
 ) -> PdtpOutcome:
-    """Compute PDTP for the chosen records of T; ``progress(total, label)`` yields ``advance(n)``."""
+    """Compute PDTP for the chosen records of T; ``progress(total, label)`` yields ``advance(n)``.
+
+    ``checkpoint`` (a :class:`mptool.checkpoint.Checkpoint`) lets the refit engine save
+    finished chunks and skip those an interrupted run already saved (``--resume``).
+    """
     t0 = time.perf_counter()
     spec, T = prep.spec, prep.train
     positions = select_positions(prep, options.records, options.sample)
@@ -97,7 +102,9 @@ def run_pdtp(
     full_model = fit_checked(prep.template, T)
     t_fit = time.perf_counter()
     jobs = resolve_jobs(options.jobs)
-    request = LooRequest(spec, prep.template, T, full_model, prep.classes, positions, jobs, options.backend)
+    request = LooRequest(
+        spec, prep.template, T, full_model, prep.classes, positions, jobs, options.backend, checkpoint=checkpoint
+    )
     with progress(len(positions), f"leave-one-out ({engine.name})") as advance:
         result = engine.run(request, advance)
     t_loo = time.perf_counter()

@@ -27,6 +27,9 @@ from mptool.errors import InputError
 #: Libraries whose versions go into every manifest.
 TRACKED_PACKAGES = ("numpy", "pandas", "scikit-learn", "scipy", "joblib", "pydantic", "typer")
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 #: Float format of per-record CSV files (12 significant digits: stable across platforms).
 CSV_FLOAT_FORMAT = "%.12g"
 
@@ -68,6 +71,7 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     mode = "wb" if isinstance(data, bytes) else "w"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results get the usual permissions
         with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as fh:
             fh.write(data)
             fh.flush()

@@ -28,6 +28,7 @@ class LooRequest:
     positions: np.ndarray  # positions in T of the records to evaluate
     jobs: int = 1
     backend: str = "loky"
+    checkpoint: Any = None  # mptool.checkpoint.Checkpoint: save finished chunks, skip saved ones (refit)
 
 
 @dataclass(frozen=True)

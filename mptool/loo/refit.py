@@ -18,6 +18,9 @@ from mptool.models import fit, proba_in
 from mptool.parallel import chunk_positions, run_tasks
 from mptool.spec import Spec
 
+#: Checkpoint stage name of the leave-one-out chunks (``mptool.checkpoint``).
+CHECKPOINT_STAGE = "loo"
+
 
 def loo_chunk(template: Any, X: pd.DataFrame, y: np.ndarray, classes: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """p_{A(T\\{t})}(.|x_t) for each position t in ``positions`` (one refit each)."""
@@ -40,15 +43,36 @@ class RefitEngine:
         return None
 
     def run(self, request: LooRequest, advance: Callable[[int], None]) -> LooResult:
+        """Refit per record in chunks; with ``request.checkpoint``, reuse saved chunks and save new ones."""
         T = request.train
+        k = len(request.classes)
         p_full = proba_in(request.full_model, T.X.iloc[request.positions], request.classes)
-        chunks = chunk_positions(request.positions, request.jobs)
+        ckpt = request.checkpoint
+        saved = ckpt.load(CHECKPOINT_STAGE) if ckpt is not None else {}
+        rows = {
+            t: saved[t]["p_loo"]
+            for t in request.positions.tolist()
+            if t in saved and saved[t].get("p_loo", np.empty(0)).shape == (k,)
+        }
+        if rows:
+            advance(len(rows))
+        todo = np.array([t for t in request.positions.tolist() if t not in rows], dtype=np.int64)
+        chunks = chunk_positions(todo, request.jobs)
+
+        def done(i: int, part: np.ndarray) -> None:
+            if ckpt is not None:
+                ckpt.save(CHECKPOINT_STAGE, chunks[i], p_loo=part)
+            advance(len(part))
+
         parts = run_tasks(
             loo_chunk,
             ((request.template, T.X, T.y, request.classes, c) for c in chunks),
             jobs=request.jobs,
             backend=request.backend,
-            on_result=lambda r: advance(len(r)),
+            shared=(request.template, T.X, T.y, request.classes),
+            on_done=done,
         )
-        p_loo = np.vstack(parts) if parts else np.empty((0, len(request.classes)))
+        for c, part in zip(chunks, parts, strict=True):
+            rows.update({int(t): part[j] for j, t in enumerate(c)})
+        p_loo = np.array([rows[t] for t in request.positions.tolist()], dtype=float).reshape(-1, k)
         return LooResult(p_full=p_full, p_loo=p_loo, engine=self.name)
