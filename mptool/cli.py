@@ -214,7 +214,11 @@ def reduce_dtp(
     max_removals: Annotated[int, typer.Option(help="Removal budget: steps in the trace.")] = 50,
     strategy: Annotated[str, typer.Option(help="greedy (the paper's) or lookahead:K.")] = "greedy",
     write_clean: Annotated[
-        Path | None, typer.Option(help="Write T minus the best prefix here (input's columns; .gz compresses).")
+        Path | None,
+        typer.Option(
+            help="Write T minus the best prefix (the lowest-maximum one if DTP-1 is not reached) here, "
+            "in the input's columns and cell text; a .gz name compresses."
+        ),
     ] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")] = 0,
     train_size: Annotated[int | None, typer.Option(help="Override data.train_size.")] = None,
