@@ -160,8 +160,9 @@ def pdtp(
     bundled UCI Adult data with configs/adult-nb.yaml.
     """
     from mptool.checkpoint import Checkpoint, options_dict, run_key, saving_on_interrupt
+    from mptool.loo import select_engine
     from mptool.parallel import check_backend, session
-    from mptool.pdtp import PdtpOptions, run_pdtp
+    from mptool.pdtp import PdtpOptions, run_pdtp, select_positions
     from mptool.prepare import prepare
     from mptool.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
     from mptool.spec import load_spec
@@ -183,6 +184,8 @@ def pdtp(
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:
         ui.warn(note)
+    select_positions(prep, options.records, options.sample)  # fail fast: before progress output
+    select_engine(options.engine, spec, prep.template)
     key = run_key("pdtp", spec.sha256(), prep.train.sha256, options_dict(options))
     ckpt = Checkpoint.open(out_dir, key, resume=resume, force=force)
     ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
@@ -427,8 +430,9 @@ def main(argv: list[str] | None = None) -> None:
         if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
             print(ctx.get_help())
             code = EXIT_OK
-        else:
-            exc.show()
+        else:  # one line, like every other bad-input message
+            where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            print(f"mptool: error: {exc.format_message()}{where}", file=sys.stderr)
             code = EXIT_BAD_INPUT
     except (typer.Abort, KeyboardInterrupt):
         print("mptool: interrupted", file=sys.stderr)

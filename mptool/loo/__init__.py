@@ -25,6 +25,8 @@ def select_engine(choice: str, spec: Spec, template: Any) -> Engine:
     auto: the first exact engine that accepts the spec, else refit. exact: such an engine
     or InputError with every engine's reason. refit: always the refit engine.
     """
+    if choice not in ("auto", "exact", "refit"):
+        raise InputError(f"--engine must be auto, exact or refit (got '{choice}')")
     if choice == "refit":
         return RefitEngine()
     reasons = []
@@ -36,6 +38,4 @@ def select_engine(choice: str, spec: Spec, template: Any) -> Engine:
     if choice == "exact":
         detail = "; ".join(reasons) or "no exact engine is available"
         raise InputError(f"--engine exact: no exact engine accepts this spec ({detail}); use --engine refit")
-    if choice != "auto":
-        raise InputError(f"--engine must be auto, exact or refit (got '{choice}')")
     return RefitEngine()
