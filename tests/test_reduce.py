@@ -253,3 +253,22 @@ def test_incremental_counts_match_generic_path(tmp_path: Path) -> None:
     for a, b in zip(fast["trace"], generic["trace"], strict=True):
         assert a["max_pdtp_after"] == pytest.approx(b["max_pdtp_after"], abs=1e-9)
         assert a["violations_after"] == b["violations_after"]
+
+
+def test_write_clean_round_trip_gaussian_gz(tmp_path: Path) -> None:
+    """Another estimator (nothing pinned) and a gzip clean file: the pdtp run still gives best_max."""
+    data = tmp_path / "mixed.csv"
+    mixed_frame(n=70, seed=3).to_csv(data, index=False)
+    spec = write_spec(tmp_path / "g.yaml", "gaussian_nb", data={"train_size": 30},
+                      model={"bins": {"x1": [-1.0, 0.0, 1.0]}})
+    out, clean = tmp_path / "out", tmp_path / "clean.csv.gz"
+    r = run_cli("reduce-dtp", data, "--model", spec, "--max-removals", "2", "--jobs", "1", "--out", out,
+                "--write-clean", clean, "-q")
+    assert r.code in (0, 1), r.stderr
+    doc = json.loads((out / "reduce.json").read_text())
+    assert doc["clean"]["domain_pinned"] is False
+    assert pd.read_csv(clean).shape == (30 - len(doc["best_prefix"]), 5)
+    check = run_cli("pdtp", clean, "--model", out / "clean-spec.yaml", "--jobs", "1", "--out", tmp_path / "chk",
+                    "-q")
+    assert check.code in (0, 1), check.stderr
+    assert json.loads((tmp_path / "chk" / "pdtp.json").read_text())["summary"]["max"] == doc["best_max"]
