@@ -41,8 +41,8 @@ def frequency(q: np.ndarray, in_preds: np.ndarray, out_preds: np.ndarray) -> tup
     of class i equals q_i; accept H1 iff prod_i o_in_i / o_out_i > 1. Deviation from the
     paper, which leaves 0/0 and x/0 undefined: the counts become frequencies
     (o + 0.5) / (m + 1) over the m in (out) shadows, so zeros stay finite and pools with
-    unequal numbers of in and out models compare fairly. Score = sum_i log of the ratio;
-    ties are "out".
+    unequal numbers of in and out models compare fairly; a class that no shadow matches
+    contributes a factor 1. Score = sum_i log of the ratio; ties are "out".
     """
     q = np.atleast_2d(q)
     match_in = np.isclose(in_preds[None, :, :], q[:, None, :], rtol=0, atol=1e-9).sum(axis=1)
@@ -50,6 +50,7 @@ def frequency(q: np.ndarray, in_preds: np.ndarray, out_preds: np.ndarray) -> tup
     c = FREQUENCY_PSEUDOCOUNT
     f_in = (match_in + c) / (len(in_preds) + 2 * c)
     f_out = (match_out + c) / (len(out_preds) + 2 * c)
-    score = np.sum(np.log(f_in) - np.log(f_out), axis=1)
+    seen = (match_in + match_out) > 0  # a class no shadow matched carries no evidence: factor 1
+    score = np.sum(np.where(seen, np.log(f_in) - np.log(f_out), 0.0), axis=1)
     score = np.where(np.abs(score) < 1e-12, 0.0, score)
     return score, score > 0
