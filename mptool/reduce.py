@@ -131,7 +131,7 @@ class Evaluator:
         self.seconds = 0.0
         self.engine_name = engine.name
 
-    def __call__(self, positions: np.ndarray) -> State:
+    def __call__(self, positions: np.ndarray, advance: Callable[[int], None] | None = None) -> State:
         t0 = time.perf_counter()
         prep = self.prep
         positions = np.asarray(positions, dtype=np.int64)
@@ -147,7 +147,7 @@ class Evaluator:
             self.jobs,
             self.backend,
         )
-        result = self.engine.run(request, lambda n: None)
+        result = self.engine.run(request, advance or (lambda n: None))
         self.engine_name = result.engine
         b = prep.spec.output.bin_size
         values = pdtp(bin_probabilities(result.p_full, b), bin_probabilities(result.p_loo, b))
@@ -198,7 +198,7 @@ class CountsEvaluator(Evaluator):
         self.seconds += time.perf_counter() - t0
         return State(positions, per_pattern[pat], counts)
 
-    def __call__(self, positions: np.ndarray) -> State:
+    def __call__(self, positions: np.ndarray, advance: Callable[[int], None] | None = None) -> State:
         t0 = time.perf_counter()
         positions = np.asarray(positions, dtype=np.int64)
         counts = self.counts_cls.from_codes(
@@ -413,7 +413,8 @@ def run_reduce(prep: Prepared, options: ReduceOptions, progress: Progress) -> Re
     jobs = resolve_jobs(options.jobs)
     engine = select_engine(options.engine, prep.spec, prep.template)
     evaluate = make_evaluator(prep, engine, jobs, options.backend, options.incremental)
-    initial = evaluate(np.arange(T.n, dtype=np.int64))
+    with progress(T.n, f"PDTP of T ({evaluate.engine_name})") as advance_initial:
+        initial = evaluate(np.arange(T.n, dtype=np.int64), advance_initial)
     t_initial = time.perf_counter()
     strat = options.strategy
     budget = options.max_removals if initial.violations(options.threshold) else 0
