@@ -1,0 +1,513 @@
+"""The report's content, independent of its format: verdict, tables and manifest.
+
+Turns :class:`~mptool.report.loader.ReportInputs` into plain dicts and lists of
+already-formatted strings, which the HTML and Markdown templates lay out. Numbers are
+formatted here, once, so both formats show the same values.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from mptool import __version__
+from mptool.report.loader import (
+    PRODUCER,
+    RESULT_FILES,
+    AttackResult,
+    ReportInputs,
+    attack_accuracy_columns,
+    lookup,
+    norm_key,
+    number,
+    spec_of,
+    summary_of,
+)
+
+#: attack.json metric columns shown first, with the key spellings accepted for each.
+ATTACK_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("accuracy", ("accuracy", "acc")),
+    ("precision", ("precision",)),
+    ("recall", ("recall",)),
+    ("F1", ("f1", "f1_score")),
+    ("AUC", ("auc", "roc_auc")),
+    ("advantage", ("advantage", "membership_advantage")),
+    (
+        "TPR @ 1% FPR",
+        (
+            "tpr_at_1pct_fpr",
+            "tpr_at_1_fpr",
+            "tpr_at_fpr_1pct",
+            "tpr_at_fpr_0.01",
+            "tpr_1pct_fpr",
+            "tpr@1%fpr",
+            "tpr_at_0.01_fpr",
+            "tpr_fpr_0.01",
+            "tpr_at_fpr_1e-2",
+        ),
+    ),
+    (
+        "TPR @ 0.1% FPR",
+        (
+            "tpr_at_0.1pct_fpr",
+            "tpr_at_01pct_fpr",
+            "tpr_at_fpr_0.1pct",
+            "tpr_at_fpr_0.001",
+            "tpr_0.1pct_fpr",
+            "tpr@0.1%fpr",
+            "tpr_at_0.001_fpr",
+            "tpr_fpr_0.001",
+            "tpr_at_fpr_1e-3",
+        ),
+    ),
+)
+
+#: Normalised keys of an attack entry that are shown in their own columns, not as extras.
+_NOT_METRICS = {
+    "pearson",
+    "pearsonp",
+    "spearman",
+    "spearmanp",
+    "pearsonr",
+    "spearmanr",
+    "pearsonpvalue",
+    "spearmanpvalue",
+    "pearsonrho",
+    "spearmanrho",
+}
+
+
+def fmt(value: Any, digits: int | None = 4) -> str:
+    """A value for display: floats with ``digits`` decimals (``None``: as short as exact enough,
+    integral floats as integers), integers as integers, booleans as yes/no, missing as '—'."""
+    if value is None or (not isinstance(value, str | dict | list) and bool(pd.isna(value))):
+        return "—"
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, int | np.integer):
+        return str(int(value))
+    if isinstance(value, float | np.floating):
+        x = float(value)
+        if not np.isfinite(x):
+            return "—"
+        if digits is None:
+            return str(int(x)) if x.is_integer() and abs(x) < 1e15 else f"{x:.6g}"
+        return f"{x:.{digits}f}"
+    return str(value)
+
+
+def fmt_p(value: Any) -> str:
+    """A p-value: fixed decimals down to 1e-4, scientific below."""
+    x = number(value)
+    if x is None:
+        return "—"
+    return f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
+
+
+def _table(columns: list[str], rows: list[list[str]], numeric: set[str] | None = None) -> dict[str, Any]:
+    numeric = numeric or set()
+    return {"columns": columns, "rows": rows, "numeric": [c in numeric for c in columns]}
+
+
+# --------------------------------------------------------------------------------------
+# verdict and summary
+
+
+def pdtp_exit_code(verdict: str | None) -> int | None:
+    """The exit code ``mptool pdtp`` returned: 1 when DTP-1 failed, 0 when it held."""
+    if verdict == "fail":
+        return 1
+    if verdict == "pass":
+        return 0
+    return None
+
+
+def verdict_block(inputs: ReportInputs) -> dict[str, Any]:
+    """Headline of the report: DTP-1 pass/fail with max PDTP, threshold and pdtp's exit code."""
+    s = inputs.pdtp_summary
+    if s and s.get("verdict") in ("pass", "fail"):
+        failed = s["verdict"] == "fail"
+        code = pdtp_exit_code(s["verdict"])
+        head = "DTP-1 VIOLATED" if failed else "DTP-1 holds"
+        detail = (
+            f"max PDTP {fmt(s.get('max'))} {'>' if failed else '≤'} threshold {fmt(s.get('threshold'), 2)}; "
+            f"{fmt(s.get('violations'), None)} of {fmt(s.get('n'), None)} records above the threshold. "
+            f"mptool pdtp exited with code {code} ({'finding' if failed else 'pass'})."
+        )
+        advice = (
+            "The classifier should not be published as is (Long et al., section 4: DTP-1)."
+            if failed
+            else "No audited record's PDTP exceeds the threshold (PDTP is a lower bound of DTP)."
+        )
+        return {
+            "status": "fail" if failed else "pass",
+            "headline": head,
+            "detail": detail,
+            "advice": advice,
+            "exit_code": code,
+        }
+    red = summary_of(inputs.reduce_doc)
+    reached = lookup(red, "reached", "dtp1_reached", "success")
+    if inputs.reduce_doc is not None and isinstance(reached, bool):
+        return {
+            "status": "pass" if reached else "fail",
+            "headline": "DTP-1 reachable by removal" if reached else "DTP-1 not reached by removal",
+            "detail": "No pdtp.json in this directory; verdict taken from reduce-dtp's result "
+            f"(mptool reduce-dtp exited with code {0 if reached else 1}).",
+            "advice": "",
+            "exit_code": None,
+        }
+    return {
+        "status": "unknown",
+        "headline": "No DTP-1 verdict",
+        "detail": "No pdtp.json in this directory: run 'mptool pdtp' with --out pointing here for the verdict.",
+        "advice": "",
+        "exit_code": None,
+    }
+
+
+def _target_accuracy(inputs: ReportInputs) -> tuple[float | None, float | None]:
+    """Target model's train and test accuracy from pdtp.json or attack.json."""
+    train = test = None
+    for doc in (inputs.pdtp_summary, summary_of(inputs.attack_doc)):
+        if not doc:
+            continue
+        for holder in (doc, lookup(doc, "target", "target_model", "target_accuracy")):
+            if not isinstance(holder, dict):
+                continue
+            train = (
+                train
+                if train is not None
+                else number(lookup(holder, "train_accuracy", "target_train_accuracy", "train"))
+            )
+            test = test if test is not None else number(lookup(holder, "test_accuracy", "target_test_accuracy", "test"))
+    return train, test
+
+
+def dtp_rows(s: dict[str, Any], table: pd.DataFrame | None) -> list[tuple[str, str]]:
+    """Rows on DTP beyond PDTP: the upper bound of section 6 (``dtp_upper``) and a query-set estimate.
+
+    Reads ``summary.dtp.upper_bound`` / ``summary.dtp.queries`` as ``mptool pdtp`` writes them,
+    or a plain ``dtp_upper`` number, or the maximum of the ``dtp_upper`` column.
+    """
+    rows: list[tuple[str, str]] = []
+    dtp = lookup(s, "dtp") if isinstance(lookup(s, "dtp"), dict) else {}
+    bound = lookup(dtp, "upper_bound")
+    upper = number(lookup(bound, "max")) if isinstance(bound, dict) else number(lookup(s, "dtp_upper"))
+    if upper is None and table is not None and "dtp_upper" in table:
+        upper = number(pd.to_numeric(table["dtp_upper"], errors="coerce").max())
+    why = ""
+    if isinstance(bound, dict):
+        kind, reason = lookup(bound, "kind"), lookup(bound, "why")
+        why = "; ".join(str(p) for p in (kind, reason) if p)
+    if upper is not None:
+        rows.append(("DTP upper bound (max dtp_upper)", fmt(upper) + (f" ({why})" if why else "")))
+    elif why:
+        rows.append(("DTP upper bound", f"none applies ({why})"))
+    queries = lookup(dtp, "queries")
+    if isinstance(queries, dict) and number(lookup(queries, "max")) is not None:
+        label = lookup(queries, "set")
+        rows.append((f"DTP on the query set{f' ({label})' if label else ''}", fmt(lookup(queries, "max"))))
+    return rows
+
+
+def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
+    """Label/value rows of the summary table."""
+    s = inputs.pdtp_summary or {}
+    rows: list[tuple[str, str]] = []
+    if s:
+        n, n_train = s.get("n"), s.get("n_train")
+        audited = fmt(n, None) + (f" (of |T| = {fmt(n_train, None)})" if n_train is not None else "")
+        rows += [
+            ("records audited", audited),
+            ("max PDTP", fmt(s.get("max"))),
+            ("mean PDTP", fmt(s.get("mean"))),
+            ("median PDTP", fmt(s.get("median"))),
+            ("95th percentile PDTP", fmt(s.get("p95"))),
+            ("violations (PDTP > threshold)", fmt(s.get("violations"), None)),
+            ("threshold", fmt(s.get("threshold"), 2)),
+        ]
+    rows += dtp_rows(s, inputs.pdtp_table)
+    if s:
+        rows += [("engine", str(s.get("engine", "—"))), ("estimator", str(s.get("estimator", "—")))]
+    train, test = _target_accuracy(inputs)
+    if train is not None:
+        rows.append(("target train accuracy", fmt(train, 3)))
+    if test is not None:
+        rows.append(("target test accuracy", fmt(test, 3)))
+    timings = s.get("timings")
+    if isinstance(timings, dict) and number(timings.get("total_s")) is not None:
+        rows.append(("pdtp wall time", f"{number(timings['total_s']):.2f} s"))
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# records
+
+
+def top_records(inputs: ReportInputs, top: int) -> dict[str, Any] | None:
+    """The ``top`` riskiest records of pdtp.csv with probabilities, attack accuracies and features."""
+    t = inputs.pdtp_table
+    if t is None or "row" not in t:
+        return None
+    t = t.sort_values(["pdtp", "row"], ascending=[False, True]).head(top)
+    core = [
+        c
+        for c in ("row", "id", "label", "pdtp", "dtp_upper", "dtp_queries", "worst_class", "p_full", "p_loo")
+        if c in t
+    ]
+    acc_cols = attack_accuracy_columns(inputs.attack_table)
+    attack_by_row: dict[int, pd.Series] = {}
+    if acc_cols and "row" in inputs.attack_table:
+        attack_by_row = {int(r["row"]): r for _, r in inputs.attack_table.iterrows()}
+    extra = [f"{a} acc." for a in acc_cols] if any(int(r) in attack_by_row for r in t["row"]) else []
+    feats = inputs.features
+    feat_cols = list(feats.columns) if feats is not None else []
+    rows = []
+    for _, r in t.iterrows():
+        cells = []
+        for c in core:
+            digits = 3 if c in ("p_full", "p_loo") else 4
+            cells.append(fmt(r[c], None) if c in ("row", "id", "label", "worst_class") else fmt(r[c], digits))
+        if extra:
+            a = attack_by_row.get(int(r["row"]))
+            cells += [fmt(a[col], 3) if a is not None else "—" for col in acc_cols.values()]
+        if feat_cols:
+            fr = feats.loc[int(r["row"])] if int(r["row"]) in feats.index else None
+            cells += [fmt(fr[c], None) if fr is not None else "—" for c in feat_cols]
+        rows.append(cells)
+    numeric = {"row", "pdtp", "dtp_upper", "dtp_queries", "p_full", "p_loo", *extra}
+    numeric |= {c for c in feat_cols if pd.api.types.is_numeric_dtype(feats[c])}
+    out = _table(core + extra + feat_cols, rows, numeric)
+    out["n_core"] = len(core) + len(extra)
+    out["feature_columns"] = feat_cols
+    return out
+
+
+def attack_targets(inputs: ReportInputs, top: int) -> dict[str, Any] | None:
+    """The ``top`` attack targets with the highest maximum per-target accuracy (attack.csv)."""
+    t = inputs.attack_table
+    if t is None or "row" not in t:
+        return None
+    key = "max_accuracy" if "max_accuracy" in t else ("pdtp_mean" if "pdtp_mean" in t else None)
+    if key is None:
+        return None
+    t = t.sort_values([key, "row"], ascending=[False, True]).head(top)
+    acc_cols = attack_accuracy_columns(t)
+    cols = [
+        c
+        for c in ("row", "id", "label", "pdtp_mean", *acc_cols.values(), "max_accuracy", "lira_score", "kl_leakage")
+        if c in t
+    ]
+    rows = []
+    for _, r in t.iterrows():
+        rows.append(
+            [
+                fmt(r[c], None)
+                if c in ("row", "id", "label")
+                else fmt(r[c], 4 if c in ("pdtp_mean", "kl_leakage") else 3)
+                for c in cols
+            ]
+        )
+    return _table(cols, rows, {c for c in cols if c not in ("id", "label")})
+
+
+def attack_metrics(attacks: list[AttackResult]) -> dict[str, Any] | None:
+    """One row per attack with the paper's metrics (Tables 1-2); other scalar values as notes.
+
+    Columns absent from every attack are left out; any other scalar an attack entry holds
+    (e.g. the threshold attack's loss threshold) is listed under the table, so nothing
+    written is hidden.
+    """
+    if not attacks:
+        return None
+    shown = [
+        (label, keys) for label, keys in ATTACK_METRICS if any(lookup(a.metrics, *keys) is not None for a in attacks)
+    ]
+    known = {norm_key(k) for _, keys in ATTACK_METRICS for k in keys} | _NOT_METRICS | {"nattacks"}
+    columns = ["attack", *(label for label, _ in shown), "Pearson ρ (p)", "Spearman ρ (p)", "attacks made"]
+    rows, extras = [], []
+    for a in attacks:
+        cells = [a.name, *(fmt(lookup(a.metrics, *keys), 3) for _, keys in shown)]
+        cells.append("—" if a.pearson is None else f"{a.pearson:.3f} ({fmt_p(a.pearson_p)})")
+        cells.append("—" if a.spearman is None else f"{a.spearman:.3f} ({fmt_p(a.spearman_p)})")
+        cells.append(fmt(lookup(a.metrics, "n_attacks"), None))
+        rows.append(cells)
+        other = [
+            f"{k} = {fmt(v, 4) if isinstance(v, float) else fmt(v, None)}"
+            for k, v in a.entry.items()
+            if norm_key(k) not in known and (v is None or isinstance(v, str | bool | int | float))
+        ]
+        if other:
+            extras.append((a.name, ", ".join(other)))
+    out = _table(columns, rows, set(columns[1:]))
+    out["extras"] = extras
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# reduce-dtp
+
+
+def best_prefix(doc: dict[str, Any] | None) -> tuple[int | None, list[Any]]:
+    """(number of removals, removed rows) of reduce.json's best prefix, in the layouts we accept."""
+    s = summary_of(doc)
+    step = number(lookup(s, "best_step"))
+    value = lookup(s, "best_prefix", "best", "prefix", "removal_set")
+    rows: list[Any] = []
+    length: int | None = None
+    if isinstance(value, list):
+        rows = [lookup(v, "row") if isinstance(v, dict) else v for v in value]
+        length = len(rows)
+    elif isinstance(value, dict):
+        listed = lookup(value, "rows", "removed", "removals", "records")
+        if isinstance(listed, list):
+            rows = [lookup(v, "row") if isinstance(v, dict) else v for v in listed]
+        n = number(lookup(value, "length", "size", "steps", "k", "n", "removals_count"))
+        length = int(n) if n is not None else (len(rows) if isinstance(listed, list) else None)
+    elif number(value) is not None:
+        length = int(number(value))
+    if step is not None:
+        length = int(step)
+    return length, rows
+
+
+def reduce_block(inputs: ReportInputs) -> dict[str, Any] | None:
+    """Summary rows and step-by-step trace of a reduce-dtp run."""
+    if inputs.reduce_doc is None and inputs.reduce_table is None:
+        return None
+    s = summary_of(inputs.reduce_doc)
+    length, rows = best_prefix(inputs.reduce_doc)
+    reached = lookup(s, "reached", "dtp1_reached", "success")
+    items = [
+        ("strategy", str(lookup(s, "strategy") or "—")),
+        ("engine", str(lookup(s, "engine") or "—")),
+        ("threshold", fmt(lookup(s, "threshold"), 2)),
+        ("DTP-1 reached", fmt(reached) if isinstance(reached, bool) else "—"),
+        ("best prefix (removals)", "—" if length is None else str(length)),
+        ("removed rows (best prefix)", ", ".join(str(r) for r in rows) if rows else ("none" if length == 0 else "—")),
+    ]
+    for label, keys in (
+        ("max PDTP before any removal", ("initial_max",)),
+        ("max PDTP after the best prefix", ("best_max",)),
+        ("max PDTP after the last step", ("final_max",)),
+    ):
+        if number(lookup(s, *keys)) is not None:
+            items.append((label, fmt(lookup(s, *keys))))
+    for label, key in (("steps taken", "steps"), ("stopped because", "stop_reason"), ("recomputes", "recomputes")):
+        if lookup(s, key) is not None:
+            items.append((label, fmt(lookup(s, key), None)))
+    cmp = lookup(s, "greedy_comparison")
+    if isinstance(cmp, dict):
+        text = ", ".join(
+            f"{k} = {fmt(v, 4) if isinstance(v, float) else fmt(v, None)}"
+            for k, v in cmp.items()
+            if not isinstance(v, dict | list) or k.endswith("prefix")
+        )
+        items.append(("compared with greedy", text))
+    if isinstance(reached, bool):
+        items.append(("mptool reduce-dtp exit code", "0 (a prefix reaches DTP-1)" if reached else "1 (none does)"))
+    timings = lookup(s, "timings")
+    if isinstance(timings, dict):
+        total = number(lookup(timings, "total_s", "total"))
+        if total is not None:
+            items.append(("reduce-dtp wall time", f"{total:.2f} s"))
+    trace = None
+    t = inputs.reduce_table
+    if t is not None:
+        cols = [
+            c
+            for c in ("step", "row", "id", "pdtp_before", "max_pdtp_after", "violations_after", "records_left")
+            if c in t
+        ]
+        trace_rows = []
+        for _, r in t.iterrows():
+            trace_rows.append(
+                [fmt(r[c], 4) if c in ("pdtp_before", "max_pdtp_after") else fmt(r[c], None) for c in cols]
+            )
+        trace = _table(cols, trace_rows, {c for c in cols if c != "id"})
+        if length is not None and "step" in t:
+            trace["highlight"] = [number(s_) == length for s_ in t["step"]]
+    return {"items": items, "trace": trace}
+
+
+# --------------------------------------------------------------------------------------
+# manifest
+
+
+def _spec_yaml(spec: Any) -> str:
+    if not isinstance(spec, dict) or not spec:
+        return ""
+    return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True)
+
+
+def manifest_blocks(inputs: ReportInputs) -> list[dict[str, Any]]:
+    """One manifest per result JSON: versions, spec (YAML), hashes, seed, engine, timings, command."""
+    blocks = []
+    sources = [("pdtp", inputs.pdtp_summary), ("attack", inputs.attack_doc), ("reduce", inputs.reduce_doc)]
+    for kind, doc in sources:
+        if not doc:
+            continue
+        s = summary_of(doc)
+        m = lookup(s, "manifest") or lookup(doc, "manifest") or {}
+        if not isinstance(m, dict):
+            m = {}
+        items = [
+            ("command", str(m.get("command", "—"))),
+            ("started", str(m.get("started", "—"))),
+            ("data", str(m.get("data", "—"))),
+            ("data SHA-256", str(m.get("data_sha256", "—"))),
+            ("spec SHA-256", str(m.get("spec_sha256", "—"))),
+            ("seed", fmt(m.get("seed", lookup(s, "seed")), None)),
+            ("engine", str(lookup(s, "engine") or "—")),
+        ]
+        timings = lookup(s, "timings") or lookup(doc, "timings")
+        timing_items = []
+        if isinstance(timings, dict):
+            timing_items = [
+                (str(k), f"{number(v):.3f} s" if number(v) is not None else str(v)) for k, v in timings.items()
+            ]
+        versions = m.get("versions") if isinstance(m.get("versions"), dict) else {}
+        spec = lookup(s, "spec") or lookup(doc, "spec")
+        blocks.append(
+            {
+                "source": f"{RESULT_FILES[kind][1]} ({PRODUCER[kind]})",
+                "items": items,
+                "timings": timing_items,
+                "versions": [(str(k), str(v)) for k, v in versions.items()],
+                "spec_yaml": _spec_yaml(spec),
+            }
+        )
+    return blocks
+
+
+def build_context(inputs: ReportInputs, top: int = 20) -> dict[str, Any]:
+    """Everything both templates show, as formatted strings."""
+    missing_commands = [
+        PRODUCER[kind] for kind, names in RESULT_FILES.items() if all(n in inputs.missing for n in names)
+    ]
+    spec = spec_of(inputs)
+    label = spec.get("data", {}).get("label") if isinstance(spec, dict) else None
+    return {
+        "title": f"mptool privacy audit: {inputs.results_dir.name or inputs.results_dir}",
+        "results_dir": str(inputs.results_dir),
+        "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "mptool_version": __version__,
+        "present": inputs.present,
+        "missing": inputs.missing,
+        "missing_commands": missing_commands,
+        "notes": inputs.notes,
+        "verdict": verdict_block(inputs),
+        "summary": summary_rows(inputs),
+        "top": top_records(inputs, top),
+        "top_n": top,
+        "label_column": label,
+        "attack_metrics": attack_metrics(inputs.attacks),
+        "attack_targets": attack_targets(inputs, top),
+        "reduce": reduce_block(inputs),
+        "manifests": manifest_blocks(inputs),
+    }

@@ -1,0 +1,137 @@
+"""The self-contained HTML report: inline CSS, plots embedded as SVG data URIs, no network.
+
+Templates live in ``mptool/report/templates`` (package data) and are rendered with Jinja2
+with HTML autoescaping on; the only markup not escaped is the base64 plot payloads.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mptool import ui
+from mptool.report import plots
+from mptool.report.context import best_prefix, build_context
+from mptool.report.loader import ReportInputs, attack_accuracy_columns, lookup, number, summary_of
+from mptool.report.templating import environment
+
+
+def _data_uri(svg: str) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
+
+
+def _plot(plot_id: str, title: str, caption: str, draw: Callable[[], str], wide: bool = False) -> dict[str, Any]:
+    return {"id": plot_id, "title": title, "caption": caption, "src": _data_uri(draw()), "wide": wide}
+
+
+def _numeric(frame: pd.DataFrame, col: str) -> np.ndarray:
+    return pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float)
+
+
+def build_plots(inputs: ReportInputs) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every plot the inputs allow, and one sentence per plot that could not be drawn."""
+    out: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    s = inputs.pdtp_summary or {}
+    threshold = number(s.get("threshold")) if s else None
+    red = summary_of(inputs.reduce_doc)
+    if threshold is None:
+        threshold = number(lookup(red, "threshold")) or 1.0
+    if inputs.pdtp_table is not None:
+        values = _numeric(inputs.pdtp_table, "pdtp")
+        out.append(
+            _plot(
+                "plot-pdtp-histogram",
+                "PDTP of every audited record",
+                "Counts on a log scale; the dashed line is the DTP-1 threshold. Records right of it violate DTP-1.",
+                lambda: plots.pdtp_histogram(values, threshold),
+            )
+        )
+    else:
+        skipped.append("PDTP histogram: needs pdtp.csv (mptool pdtp).")
+
+    t = inputs.attack_table
+    acc = attack_accuracy_columns(t)
+    if t is not None and "pdtp_mean" in t and acc:
+        x = _numeric(t, "pdtp_mean")
+        rho = {a.name: a.pearson for a in inputs.attacks}
+        accuracy = {name: _numeric(t, col) for name, col in acc.items()}
+        out.append(
+            _plot(
+                "plot-attack-accuracy",
+                "Per-target attack accuracy against mean PDTP",
+                "One point per target record, one panel per attack; 0.5 (dotted) is guessing. "
+                "Pearson's ρ as in Long et al., Figure 1.",
+                lambda: plots.attack_accuracy_panels(x, accuracy, rho),
+                wide=len(accuracy) > 1,
+            )
+        )
+        if "max_accuracy" in t:
+            y = _numeric(t, "max_accuracy")
+            ok = np.isfinite(x) & np.isfinite(y)
+            written = lookup(lookup(summary_of(inputs.attack_doc), "max_accuracy"), "correlation_with_pdtp")
+            rho_max = number(lookup(written, "pearson"))
+            if rho_max is None and ok.sum() > 2 and np.ptp(x[ok]) > 0 and np.ptp(y[ok]) > 0:
+                rho_max = float(np.corrcoef(x[ok], y[ok])[0, 1])
+            out.append(
+                _plot(
+                    "plot-max-accuracy",
+                    "Best attack per target against mean PDTP",
+                    "Maximum per-target accuracy over all attacks (Long et al., Figure 2).",
+                    lambda: plots.max_accuracy_plot(x, y, rho_max),
+                )
+            )
+        else:
+            skipped.append("maximum-accuracy plot: attack.csv has no max_accuracy column.")
+    else:
+        skipped.append("attack accuracy plots: need attack.csv with pdtp_mean and <attack>_accuracy (mptool attack).")
+
+    curves = {
+        a.name: (a.roc_fpr, a.roc_tpr, number(lookup(a.metrics, "auc", "roc_auc")))
+        for a in inputs.attacks
+        if a.roc_fpr is not None
+    }
+    if curves:
+        out.append(
+            _plot(
+                "plot-roc",
+                "ROC curves of the attacks",
+                "False-positive rate on a log scale, where the strongest attacks separate from chance.",
+                lambda: plots.roc_curves(curves),
+            )
+        )
+    else:
+        skipped.append("ROC curves: need ROC points per attack in attack.json (mptool attack).")
+
+    rt = inputs.reduce_table
+    if rt is not None and {"step", "max_pdtp_after"} <= set(rt.columns) and len(rt):
+        length, _ = best_prefix(inputs.reduce_doc)
+        initial = number(lookup(red, "initial_max", "max_before", "start_max"))
+        if initial is None and "pdtp_before" in rt and str(lookup(red, "strategy") or "greedy").startswith("greedy"):
+            initial = float(_numeric(rt, "pdtp_before")[0])  # greedy removes the current maximum first
+        steps, after = _numeric(rt, "step").astype(int), _numeric(rt, "max_pdtp_after")
+        red_threshold = number(lookup(red, "threshold")) or threshold
+        out.append(
+            _plot(
+                "plot-reduce-sawtooth",
+                "Maximum PDTP while removing the riskiest records",
+                "After each removal every remaining record's PDTP is recomputed; the maximum can rise again "
+                "because records protect each other (Long et al., section 8, Figure 6).",
+                lambda: plots.reduce_sawtooth(steps, after, red_threshold, length, initial),
+            )
+        )
+    else:
+        skipped.append("reduce-dtp sawtooth: needs reduce.csv (mptool reduce-dtp).")
+    return out, skipped
+
+
+def render_html(inputs: ReportInputs, top: int = 20, quiet: bool = True) -> str:
+    """The whole HTML report as one string."""
+    context: dict[str, Any] = build_context(inputs, top)
+    ui.info("drawing plots", quiet)
+    context["plots"], context["plots_skipped"] = build_plots(inputs)
+    return environment(autoescape=True).get_template("report.html.j2").render(**context)

@@ -1,0 +1,207 @@
+"""The report's plots, drawn with matplotlib's Agg backend and returned as SVG text.
+
+Each function takes plain arrays and returns one self-contained SVG document (text kept
+as <text>, no external references), which the HTML report embeds as a data URI. SVG output
+is made reproducible: fixed hash salt for element ids and no creation date.
+
+Figures follow Long et al.: PDTP histogram with the DTP-1 threshold (section 5.5),
+per-attack per-target accuracy against mean PDTP with Pearson's coefficient (Figure 1),
+maximum accuracy across attacks against PDTP (Figure 2), ROC curves on log-scaled FPR
+(Carlini et al.'s recommended view), and the reduce-dtp sawtooth (section 8, Figure 6).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+#: Colours of the threshold line, violations and the best prefix.
+RED = "#c0392b"
+BLUE = "#2c6fbb"
+GREY = "#7f8c8d"
+GREEN = "#1e8449"
+
+_RC = {
+    "svg.hashsalt": "mptool-report",
+    "svg.fonttype": "none",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "figure.dpi": 100,
+}
+
+
+def _pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (imported lazily: it is slow to import)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _to_svg(fig: Any) -> str:
+    plt = _pyplot()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": "mptool"})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg") :]  # drop the XML prolog and DOCTYPE (external DTD reference)
+
+
+def _figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] = (9.0, 3.4), **kw: Any) -> tuple[Any, Any]:
+    return _pyplot().subplots(nrows, ncols, figsize=size, squeeze=False, **kw)
+
+
+def _plain_log_ticks(axis: Any) -> None:
+    """Label a log axis 1, 10, 100, ... instead of 10^0, 10^1, ... (easier to read as counts)."""
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v >= 1 else f"{v:.3g}"))
+
+
+def pdtp_histogram(values: Sequence[float], threshold: float) -> str:
+    """Histogram of per-record PDTP with log-scaled counts and the DTP-1 threshold line."""
+    plt = _pyplot()
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    with plt.rc_context(_RC):
+        fig, axes = _figure()
+        ax = axes[0, 0]
+        top = max(float(v.max()) if v.size else 0.0, threshold) * 1.05 or 1.0
+        edges = np.linspace(0.0, top, 51)
+        below, above = v[v <= threshold], v[v > threshold]
+        ax.hist(below, bins=edges, color=BLUE, label=f"PDTP ≤ {threshold:g} ({below.size})")
+        if above.size:
+            ax.hist(above, bins=edges, color=RED, label=f"PDTP > {threshold:g} ({above.size})")
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.7)
+        _plain_log_ticks(ax.yaxis)
+        ax.axvline(threshold, color=RED, linestyle="--", linewidth=1.2, label=f"DTP-1 threshold {threshold:g}")
+        ax.set_xlabel("PDTP (log-ratio ε)")
+        ax.set_ylabel("records (log scale)")
+        ax.set_title(f"PDTP of {v.size} records")
+        ax.legend(frameon=False, loc="upper right")
+    return _to_svg(fig)
+
+
+def _scatter_panel(ax: Any, x: np.ndarray, y: np.ndarray, title: str, rho: float | None) -> None:
+    ok = np.isfinite(x) & np.isfinite(y)
+    ax.scatter(x[ok], y[ok], s=12, alpha=0.7, color=BLUE, edgecolors="none")
+    ax.axhline(0.5, color=GREY, linestyle=":", linewidth=1)
+    if ok.sum() > 1 and np.ptp(x[ok]) > 0:
+        slope, intercept = np.polyfit(x[ok], y[ok], 1)
+        xs = np.array([x[ok].min(), x[ok].max()])
+        ax.plot(xs, slope * xs + intercept, color=RED, linewidth=1)
+    label = title if rho is None else f"{title}  (Pearson ρ = {rho:.2f})"
+    ax.set_title(label)
+
+
+def attack_accuracy_panels(
+    pdtp_mean: Sequence[float], accuracy: Mapping[str, Sequence[float]], rho: Mapping[str, float | None]
+) -> str:
+    """Per-target accuracy of each attack against mean PDTP, one panel per attack (Figure 1)."""
+    plt = _pyplot()
+    x = np.asarray(pdtp_mean, dtype=float)
+    names = list(accuracy)
+    ncols = min(3, len(names))
+    nrows = math.ceil(len(names) / ncols)
+    with plt.rc_context(_RC):
+        fig, axes = _figure(nrows, ncols, size=(3.3 * ncols, 2.8 * nrows), sharey=True)
+        for i, name in enumerate(names):
+            ax = axes[i // ncols, i % ncols]
+            _scatter_panel(ax, x, np.asarray(accuracy[name], dtype=float), name, rho.get(name))
+            if i % ncols == 0:
+                ax.set_ylabel("per-target accuracy")
+            if i // ncols == nrows - 1:
+                ax.set_xlabel("mean PDTP")
+        for j in range(len(names), nrows * ncols):
+            axes[j // ncols, j % ncols].set_visible(False)
+        fig.tight_layout()
+    return _to_svg(fig)
+
+
+def max_accuracy_plot(pdtp_mean: Sequence[float], max_accuracy: Sequence[float], rho: float | None) -> str:
+    """Maximum per-target accuracy across attacks against mean PDTP (Figure 2)."""
+    plt = _pyplot()
+    with plt.rc_context(_RC):
+        fig, axes = _figure(size=(7.0, 4.0))
+        ax = axes[0, 0]
+        _scatter_panel(ax, np.asarray(pdtp_mean, float), np.asarray(max_accuracy, float), "best attack per target", rho)
+        ax.set_xlabel("mean PDTP")
+        ax.set_ylabel("max accuracy across attacks")
+    return _to_svg(fig)
+
+
+def roc_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float], float | None]]) -> str:
+    """ROC curve of each attack on a log-scaled false-positive-rate axis, with the chance line.
+
+    ``curves`` maps an attack to (fpr, tpr, auc). FPR values of 0 cannot appear on a log
+    axis; they are drawn at the left edge (the smallest positive FPR over all curves / 2).
+    """
+    plt = _pyplot()
+    fprs = [np.asarray(c[0], dtype=float) for c in curves.values()]
+    positive = [float(f[f > 0].min()) for f in fprs if np.any(f > 0)]
+    left = max(min(positive) / 2 if positive else 1e-3, 1e-5)
+    with plt.rc_context(_RC):
+        fig, axes = _figure(size=(7.0, 4.6))
+        ax = axes[0, 0]
+        for name, (fpr, tpr, auc) in curves.items():
+            f = np.clip(np.asarray(fpr, float), left, 1.0)
+            label = name if auc is None else f"{name} (AUC {auc:.3f})"
+            ax.plot(f, np.asarray(tpr, float), linewidth=1.3, label=label)
+        grid = np.logspace(math.log10(left), 0, 50)
+        ax.plot(grid, grid, color=GREY, linestyle=":", linewidth=1, label="chance")
+        ax.set_xscale("log")
+        ax.set_xlim(left, 1.0)
+        _plain_log_ticks(ax.xaxis)
+        ax.set_ylim(0, 1.0)
+        ax.set_xlabel("false-positive rate (log scale)")
+        ax.set_ylabel("true-positive rate")
+        ax.legend(frameon=False, loc="lower right", fontsize=8)
+    return _to_svg(fig)
+
+
+def reduce_sawtooth(
+    steps: Sequence[int],
+    max_after: Sequence[float],
+    threshold: float,
+    best_prefix: int | None,
+    initial_max: float | None = None,
+) -> str:
+    """Maximum PDTP after each removal (step 0 = before any), the threshold, the best prefix (Figure 6)."""
+    plt = _pyplot()
+    s = [int(v) for v in steps]
+    m = [float(v) for v in max_after]
+    if initial_max is not None and 0 not in s:
+        s, m = [0, *s], [float(initial_max), *m]
+    with plt.rc_context(_RC):
+        fig, axes = _figure(size=(9.0, 3.4))
+        ax = axes[0, 0]
+        ax.plot(s, m, marker="o", markersize=3.5, color=BLUE, linewidth=1.3, label="max PDTP of remaining records")
+        ax.axhline(threshold, color=RED, linestyle="--", linewidth=1.2, label=f"threshold {threshold:g}")
+        if best_prefix is not None and best_prefix in s:
+            y = m[s.index(best_prefix)]
+            ax.scatter([best_prefix], [y], s=90, facecolors="none", edgecolors=GREEN, linewidths=2, zorder=3)
+            ax.annotate(
+                f"best prefix: {best_prefix} removal{'s' if best_prefix != 1 else ''}",
+                (best_prefix, y),
+                xytext=(8, 10),
+                textcoords="offset points",
+                color=GREEN,
+            )
+        ax.set_xlabel("records removed")
+        ax.set_ylabel("max PDTP")
+        ax.set_ylim(bottom=0)
+        if s:
+            ax.set_xlim(min(s) - 0.5, max(s) + 0.5)
+        ax.legend(frameon=False, loc="upper right")
+    return _to_svg(fig)
