@@ -35,6 +35,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
+from threadpoolctl import threadpool_limits
 
 from mptool.data import Schema
 from mptool.loo.base import LooRequest, LooResult
@@ -114,6 +115,12 @@ def _warm_chunk(
         )
         keep[t] = True
     return out, shift
+
+
+def _limited_chunk(*args: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``_warm_chunk`` with one BLAS thread: the fits are small and records already run in parallel."""
+    with threadpool_limits(1):
+        return _warm_chunk(*args)
 
 
 def _fit_quiet(clf: Any, X: np.ndarray, y: np.ndarray) -> Any:
