@@ -46,7 +46,7 @@ from mptool.dtp import pdtp
 from mptool.errors import InputError
 from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.naive_bayes import CategoricalCounts, _alpha, _class_index, categorical_parts, design_parts
-from mptool.models import fit, proba_in
+from mptool.models import DomainEncoder, fit, proba_in
 from mptool.parallel import chunk_positions, run_tasks
 
 
@@ -88,19 +88,19 @@ def stability_bound(template: Any, train: Records, classes: np.ndarray) -> Bound
     counts = np.bincount(_class_index(train.y, classes), minlength=len(classes))
     n_ymin = int(counts.min())
     if type(est) is CategoricalNB:
-        parts = categorical_parts(template)
-        if isinstance(parts, str):
-            return Bound("none", f"categorical naive Bayes with a pipeline mptool cannot read: {parts}")
-        enc, cat = parts
+        pre = template.steps[0][1] if isinstance(template, Pipeline) and len(template.steps) == 2 else None
+        enc = pre.transformers[0][1] if pre is not None and len(pre.transformers) == 1 else None
+        if not isinstance(enc, DomainEncoder):
+            return Bound("none", "categorical naive Bayes without mptool's fixed-domain encoder (preprocess: none)")
         m, v = len(enc.domains), int(max(enc.n_codes()))
-        return _nb_bound(_alpha(cat), n, n_ymin, m, v, "categorical naive Bayes")
+        return _nb_bound(_scalar_alpha(est), n, n_ymin, m, v, "categorical naive Bayes")
     if type(est) is BernoulliNB:
         parts = design_parts(template)
         if isinstance(parts, str) or parts[1]:
             why = "Bernoulli naive Bayes over features scaled on T: Props. 6.4/6.5 assume fixed features"
             return Bound("none", why)
         width = sum(_width(tr, cols, train) for tr, cols in parts[0]) if len(template.steps) > 1 else train.X.shape[1]
-        return _nb_bound(_alpha(est), n, n_ymin, int(width), 2, "Bernoulli naive Bayes (binary features, v = 2)")
+        return _nb_bound(_scalar_alpha(est), n, n_ymin, int(width), 2, "Bernoulli naive Bayes (binary features, v = 2)")
     if type(est) in (GaussianNB, MultinomialNB):
         return Bound(
             "none",
@@ -121,6 +121,10 @@ def stability_bound(template: Any, train: Records, classes: np.ndarray) -> Bound
     )
 
 
+def _scalar_alpha(est: Any) -> float | None:
+    return float(est.alpha) if np.isscalar(est.alpha) else None
+
+
 def _width(tr: Any, cols: list[str], train: Records) -> int:
     from sklearn.base import clone
 
@@ -132,7 +136,7 @@ def _nb_bound(alpha: float | None, n: int, n_ymin: int, m: int, v: int, what: st
     if alpha is not None and math.isclose(alpha, 1.0):
         delta = nb_delta(n, n_ymin, m, v)
         return Bound("stability", f"{what} with Laplace smoothing: Prop. 6.5", math.log(delta), details)
-    if alpha is not None and alpha <= 1e-10:
+    if alpha is not None and 0 <= alpha <= 1e-10:
         delta = min(nb_delta(n, n_ymin, m), lsq_delta(m))
         return Bound("stability", f"{what} without smoothing: Props. 6.4 and 6.7 (the smaller delta)",
                      math.log(delta), details)
