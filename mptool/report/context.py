@@ -37,7 +37,7 @@ ATTACK_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("AUC", ("auc", "roc_auc")),
     ("advantage", ("advantage", "membership_advantage")),
     (
-        "TPR @ 1% FPR",
+        "TPR @1% FPR",
         (
             "tpr_at_1pct_fpr",
             "tpr_at_1_fpr",
@@ -51,7 +51,7 @@ ATTACK_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "TPR @ 0.1% FPR",
+        "TPR @0.1% FPR",
         (
             "tpr_at_0.1pct_fpr",
             "tpr_at_01pct_fpr",
@@ -258,7 +258,7 @@ def top_records(inputs: ReportInputs, top: int) -> dict[str, Any] | None:
     core = [
         c
         for c in ("row", "id", "label", "pdtp", "dtp_upper", "dtp_queries", "worst_class", "p_full", "p_loo")
-        if c in t
+        if c in t and t[c].notna().any()
     ]
     acc_cols = attack_accuracy_columns(inputs.attack_table)
     attack_by_row: dict[int, pd.Series] = {}
@@ -313,7 +313,9 @@ def attack_targets(inputs: ReportInputs, top: int) -> dict[str, Any] | None:
                 for c in cols
             ]
         )
-    return _table(cols, rows, {c for c in cols if c not in ("id", "label")})
+    out = _table(cols, rows, {c for c in cols if c not in ("id", "label")})
+    out["columns"] = [c.replace("_accuracy", " acc.") if c in acc_cols.values() else c for c in cols]
+    return out
 
 
 def attack_metrics(attacks: list[AttackResult]) -> dict[str, Any] | None:
@@ -422,7 +424,7 @@ def reduce_block(inputs: ReportInputs) -> dict[str, Any] | None:
         cols = [
             c
             for c in ("step", "row", "id", "pdtp_before", "max_pdtp_after", "violations_after", "records_left")
-            if c in t
+            if c in t and t[c].notna().any()
         ]
         trace_rows = []
         for _, r in t.iterrows():

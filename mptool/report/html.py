@@ -114,6 +114,7 @@ def build_plots(inputs: ReportInputs) -> tuple[list[dict[str, Any]], list[str]]:
         if initial is None and "pdtp_before" in rt and str(lookup(red, "strategy") or "greedy").startswith("greedy"):
             initial = float(_numeric(rt, "pdtp_before")[0])  # greedy removes the current maximum first
         steps, after = _numeric(rt, "step").astype(int), _numeric(rt, "max_pdtp_after")
+        reached = lookup(red, "reached")
         red_threshold = number(lookup(red, "threshold")) or threshold
         out.append(
             _plot(
@@ -121,7 +122,7 @@ def build_plots(inputs: ReportInputs) -> tuple[list[dict[str, Any]], list[str]]:
                 "Maximum PDTP while removing the riskiest records",
                 "After each removal every remaining record's PDTP is recomputed; the maximum can rise again "
                 "because records protect each other (Long et al., section 8, Figure 6).",
-                lambda: plots.reduce_sawtooth(steps, after, red_threshold, length, initial),
+                lambda: plots.reduce_sawtooth(steps, after, red_threshold, length, initial, reached is not False),
             )
         )
     else:

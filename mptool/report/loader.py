@@ -150,7 +150,7 @@ def _load_pair(results_dir: Path, kind: str, inputs: ReportInputs) -> tuple[pd.D
     if (results_dir / csv_name).is_file():
         table = _read_table(results_dir / csv_name, inputs.notes)
     if table is None and doc is not None:
-        records = doc.get("records")
+        records = doc.get("records", doc.get("trace"))
         if isinstance(records, list) and records and all(isinstance(r, dict) for r in records):
             table = pd.DataFrame(records)
             inputs.notes.append(f"{csv_name} not readable; per-record values taken from {json_name}")

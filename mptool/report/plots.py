@@ -176,6 +176,7 @@ def reduce_sawtooth(
     threshold: float,
     best_prefix: int | None,
     initial_max: float | None = None,
+    reached: bool = True,
 ) -> str:
     """Maximum PDTP after each removal (step 0 = before any), the threshold, the best prefix (Figure 6)."""
     plt = _pyplot()
@@ -192,7 +193,8 @@ def reduce_sawtooth(
             y = m[s.index(best_prefix)]
             ax.scatter([best_prefix], [y], s=90, facecolors="none", edgecolors=GREEN, linewidths=2, zorder=3)
             ax.annotate(
-                f"best prefix: {best_prefix} removal{'s' if best_prefix != 1 else ''}",
+                f"{'best prefix' if reached else 'lowest maximum (DTP-1 not reached)'}: "
+                f"{best_prefix} removal{'s' if best_prefix != 1 else ''}",
                 (best_prefix, y),
                 xytext=(8, 10),
                 textcoords="offset points",
