@@ -187,7 +187,7 @@ def load_records(path: str | Path, spec: Spec) -> Records:
         raise InputError(f"{where}: no rows left after dropping rows with empty cells; use data.missing: impute")
 
     cols: list[Column] = []
-    X = pd.DataFrame(index=df.index)
+    frame: dict[str, pd.Series] = {}
     for name in features:
         s = df[name]
         numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
@@ -216,7 +216,7 @@ def load_records(path: str | Path, spec: Spec) -> Records:
                     has_missing=bool(vals.isna().any()),
                 )
             )
-            X[name] = vals
+            frame[name] = vals
         else:
             has_missing = bool(s.isna().any())
             text = s.astype(object).where(s.notna(), MISSING_CATEGORY).astype(str)
@@ -228,7 +228,7 @@ def load_records(path: str | Path, spec: Spec) -> Records:
                     "add it to data.drop or set it as data.id"
                 )
             cols.append(Column(name, "categorical", categories=cats, has_missing=has_missing))
-            X[name] = text
+            frame[name] = text
     y_series = df[ds.label]
     classes = tuple(sorted(pd.unique(y_series).tolist(), key=lambda v: (str(type(v)), v)))
     if len(classes) < 2:
@@ -238,7 +238,7 @@ def load_records(path: str | Path, spec: Spec) -> Records:
         )
     schema = Schema(columns=tuple(cols), label=ds.label, classes=classes, id=ds.id)
     return Records(
-        X=X.reset_index(drop=True),
+        X=pd.DataFrame(frame, index=df.index).reset_index(drop=True),
         y=y_series.to_numpy(),
         rows=df.index.to_numpy(dtype=np.int64),
         ids=None if ds.id is None else df[ds.id].to_numpy(),
