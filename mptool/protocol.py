@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 from sklearn.metrics import roc_auc_score, roc_curve
+from threadpoolctl import threadpool_limits
 
 from mptool.attacks import ATTACK_CHOICES, NEEDS_EVIDENCE, RESULT_NAMES
 from mptool.attacks import lira as lira_mod
@@ -247,7 +248,17 @@ def _check(options: AttackOptions, population_n: int) -> None:
 
 
 def run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> AttackOutcome:
-    """Run the protocol and every chosen attack; ``progress(total, label)`` yields ``advance(n)``."""
+    """Run the protocol and every chosen attack; ``progress(total, label)`` yields ``advance(n)``.
+
+    BLAS/OpenMP pools are limited to one thread in this process: the protocol makes many
+    small fits, which multi-threaded BLAS slows down (several times over on a busy machine);
+    parallelism comes from --jobs worker processes instead (joblib limits theirs likewise).
+    """
+    with threadpool_limits(limits=1):
+        return _run_attack(prep, options, progress)
+
+
+def _run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> AttackOutcome:
     t_start = time.perf_counter()
     spec, o = prep.spec, options
     seed, bin_size = spec.seed, spec.output.bin_size
