@@ -107,7 +107,7 @@ def _dask_client(scheduler: str | None, jobs: int | None) -> tuple[Any, Any]:
         processes=True,
         host="127.0.0.1",
         dashboard_address=None,
-        silence_logs=logging.ERROR,
+        silence_logs=logging.CRITICAL,  # e.g. "lost scattered data" when the cluster closes at the end
     )
     return Client(cluster, set_as_default=False), cluster
 

@@ -1,0 +1,119 @@
+"""Same data, spec and seed give byte-identical pdtp.csv for any --jobs and any backend.
+
+The Dask runs go to a real ``distributed.LocalCluster`` on 127.0.0.1 with 2 workers,
+reached through ``--scheduler`` exactly as a remote cluster would be.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+from conftest import mixed_frame, run_cli, write_spec
+
+from mptool import parallel
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two single-threaded workers on 127.0.0.1 (in this process: quick to start, still over TCP)."""
+    with distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address=None,
+        silence_logs=40,
+    ) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("determinism")
+    csv = d / "d.csv"
+    mixed_frame(N, seed=4).to_csv(csv, index=False)
+    # the paper's network: seeded weights and SGD order, BLAS matrix products in every fit
+    spec = write_spec(d / "mlp.yaml", "mlp", model={"params": {"max_iter": 20}})
+    return csv, spec
+
+
+N = 24
+RUNS = {
+    "loky-1": ("--backend", "loky", "--jobs", "1"),
+    "loky-2": ("--backend", "loky", "--jobs", "2"),
+    "threading-2": ("--backend", "threading", "--jobs", "2"),
+    "dask-scheduler": ("--backend", "dask"),  # + --scheduler of the test's LocalCluster
+}
+
+
+def test_pdtp_csv_identical_for_every_backend_and_jobs(tmp_path: Path, inputs, cluster) -> None:
+    csv, spec = inputs
+    outputs = {}
+    for name, flags in RUNS.items():
+        extra = ("--scheduler", cluster.scheduler_address) if name == "dask-scheduler" else ()
+        out = tmp_path / name
+        res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "-q", *flags, *extra)
+        assert res.code in (0, 1), (name, res.stderr)
+        outputs[name] = (out / "pdtp.csv").read_bytes()
+    reference = outputs["loky-1"]
+    assert reference.count(b"\n") == N + 1
+    for name, data in outputs.items():
+        assert data == reference, f"{name} differs from loky --jobs 1"
+
+
+class Counted:
+    """A payload that counts how often it is pickled (to see how often it is shipped)."""
+
+    pickles = 0
+
+    def __init__(self, size: int) -> None:
+        self.blob = bytes(size)
+
+    def __reduce__(self):
+        Counted.pickles += 1
+        return (Counted._rebuild, (self.blob,))
+
+    @staticmethod
+    def _rebuild(blob: bytes) -> Counted:
+        obj = Counted.__new__(Counted)
+        obj.blob = blob
+        return obj
+
+
+def size_plus(payload: Counted, k: int) -> int:
+    return len(payload.blob) + k
+
+
+def test_dask_ships_shared_data_once_per_worker(cluster) -> None:
+    """The payload is pickled a fixed number of times (hashing + one copy per worker), not once per task."""
+    counts = {}
+    for n_tasks in (24, 96):
+        payload = Counted(200_000)
+        Counted.pickles = 0
+        with parallel.session("dask", cluster.scheduler_address):
+            tasks = [(payload, k) for k in range(n_tasks)]
+            got = parallel.run_tasks(size_plus, tasks, jobs=2, backend="dask", shared=[payload])
+        assert got == [200_000 + k for k in range(n_tasks)]
+        counts[n_tasks] = Counted.pickles
+    assert counts[24] == counts[96] <= 4, counts
+    assert pickle.loads(pickle.dumps(Counted(3))).blob == bytes(3)
+
+
+def test_results_keep_submission_order_on_every_backend(cluster) -> None:
+    tasks = [(i,) for i in range(30)]
+    for backend in ("loky", "threading"):
+        assert parallel.run_tasks(abs, tasks, jobs=2, backend=backend) == list(range(30))
+    with parallel.session("dask", cluster.scheduler_address):
+        assert parallel.run_tasks(abs, tasks, jobs=2, backend="dask") == list(range(30))
+
+
+def test_unreachable_scheduler_is_bad_input(monkeypatch) -> None:
+    monkeypatch.setattr(parallel, "CONNECT_TIMEOUT_S", 1)
+    with pytest.raises(parallel.InputError, match="cannot connect to a Dask scheduler"):
+        with parallel.session("dask", "tcp://127.0.0.1:9"):
+            pass
