@@ -170,22 +170,29 @@ def verdict_block(inputs: ReportInputs) -> dict[str, Any]:
     }
 
 
-def _target_accuracy(inputs: ReportInputs) -> tuple[float | None, float | None]:
-    """Target model's train and test accuracy from pdtp.json or attack.json."""
-    train = test = None
-    for doc in (inputs.pdtp_summary, summary_of(inputs.attack_doc)):
-        if not doc:
-            continue
-        for holder in (doc, lookup(doc, "target", "target_model", "target_accuracy")):
-            if not isinstance(holder, dict):
-                continue
-            train = (
-                train
-                if train is not None
-                else number(lookup(holder, "train_accuracy", "target_train_accuracy", "train"))
-            )
-            test = test if test is not None else number(lookup(holder, "test_accuracy", "target_test_accuracy", "test"))
-    return train, test
+def target_accuracy_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
+    """Train/test accuracy of the target models, one row per source (the models differ).
+
+    ``mptool pdtp`` trains one model on T (train accuracy only); ``mptool attack`` trains
+    target models on halves of the candidate set (train and test accuracy, section 5.4).
+    """
+    rows: list[tuple[str, str]] = []
+    s = inputs.pdtp_summary or {}
+    train = number(lookup(s, "train_accuracy"))
+    test = number(lookup(s, "test_accuracy"))
+    if train is not None or test is not None:
+        label = "target train / test accuracy" if test is not None else "target train accuracy"
+        rows.append((label, " / ".join(fmt(v, 3) for v in (train, test) if v is not None)))
+    a = summary_of(inputs.attack_doc)
+    holder = lookup(a, "target_model", "target")
+    holder = holder if isinstance(holder, dict) else a
+    train = number(lookup(holder, "train_accuracy", "target_train_accuracy"))
+    test = number(lookup(holder, "test_accuracy", "target_test_accuracy"))
+    if inputs.attack_doc is not None and (train is not None or test is not None):
+        size = lookup(a, "train_size")
+        where = f" (trained on |D|/2 = {fmt(size, None)})" if size is not None else ""
+        rows.append((f"attack target models: train / test accuracy{where}", f"{fmt(train, 3)} / {fmt(test, 3)}"))
+    return rows
 
 
 def dtp_rows(s: dict[str, Any], table: pd.DataFrame | None) -> list[tuple[str, str]]:
@@ -234,11 +241,7 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
     rows += dtp_rows(s, inputs.pdtp_table)
     if s:
         rows += [("engine", str(s.get("engine", "—"))), ("estimator", str(s.get("estimator", "—")))]
-    train, test = _target_accuracy(inputs)
-    if train is not None:
-        rows.append(("target train accuracy", fmt(train, 3)))
-    if test is not None:
-        rows.append(("target test accuracy", fmt(test, 3)))
+    rows += target_accuracy_rows(inputs)
     timings = s.get("timings")
     if isinstance(timings, dict) and number(timings.get("total_s")) is not None:
         rows.append(("pdtp wall time", f"{number(timings['total_s']):.2f} s"))
@@ -331,7 +334,7 @@ def attack_metrics(attacks: list[AttackResult]) -> dict[str, Any] | None:
         (label, keys) for label, keys in ATTACK_METRICS if any(lookup(a.metrics, *keys) is not None for a in attacks)
     ]
     known = {norm_key(k) for _, keys in ATTACK_METRICS for k in keys} | _NOT_METRICS | {"nattacks"}
-    columns = ["attack", *(label for label, _ in shown), "Pearson ρ (p)", "Spearman ρ (p)", "attacks made"]
+    columns = ["attack", *(label for label, _ in shown), "Pearson ρ (p)", "Spearman ρ (p)", "n"]
     rows, extras = [], []
     for a in attacks:
         cells = [a.name, *(fmt(lookup(a.metrics, *keys), 3) for _, keys in shown)]
@@ -444,7 +447,7 @@ def reduce_block(inputs: ReportInputs) -> dict[str, Any] | None:
 def _spec_yaml(spec: Any) -> str:
     if not isinstance(spec, dict) or not spec:
         return ""
-    return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True)
+    return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, default_flow_style=None, width=100)
 
 
 def manifest_blocks(inputs: ReportInputs) -> list[dict[str, Any]]:

@@ -152,7 +152,7 @@ def roc_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float], floa
     positive = [float(f[f > 0].min()) for f in fprs if np.any(f > 0)]
     left = max(min(positive) / 2 if positive else 1e-3, 1e-5)
     with plt.rc_context(_RC):
-        fig, axes = _figure(size=(7.0, 4.6))
+        fig, axes = _figure(size=(6.4, 4.4))
         ax = axes[0, 0]
         for name, (fpr, tpr, auc) in curves.items():
             f = np.clip(np.asarray(fpr, float), left, 1.0)
@@ -166,7 +166,7 @@ def roc_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float], floa
         ax.set_ylim(0, 1.0)
         ax.set_xlabel("false-positive rate (log scale)")
         ax.set_ylabel("true-positive rate")
-        ax.legend(frameon=False, loc="lower right", fontsize=8)
+        ax.legend(frameon=False, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8)
     return _to_svg(fig)
 
 
@@ -196,9 +196,11 @@ def reduce_sawtooth(
                 f"{'best prefix' if reached else 'lowest maximum (DTP-1 not reached)'}: "
                 f"{best_prefix} removal{'s' if best_prefix != 1 else ''}",
                 (best_prefix, y),
-                xytext=(8, 10),
+                xytext=(10, -22),
                 textcoords="offset points",
                 color=GREEN,
+                bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.9},
+                arrowprops={"arrowstyle": "-", "color": GREEN, "linewidth": 0.8},
             )
         ax.set_xlabel("records removed")
         ax.set_ylabel("max PDTP")
