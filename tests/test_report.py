@@ -9,6 +9,7 @@ attack run takes too long for a unit test.
 from __future__ import annotations
 
 import base64
+import html as html_lib
 import json
 import re
 import shutil
@@ -25,6 +26,7 @@ from mptool.report import load_results, render
 from mptool.report.context import build_context, fmt
 from mptool.report.loader import parse_attacks
 from mptool.report.markdown import cell
+from mptool.report.templating import environment
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 URL_ATTRS = {"src", "href", "action", "formaction", "poster", "data", "srcset", "xlink:href", "background"}
@@ -236,6 +238,27 @@ def test_full_dir_has_every_plot(html_full: str) -> None:
     assert all(f"{name} " in svgs["plot-attack-accuracy"] or name in svgs["plot-attack-accuracy"] for name in ATTACKS)
     assert "AUC 0.750" in svgs["plot-roc"]  # lira's AUC in the legend
     assert "not drawn" not in html_full
+
+
+def test_histogram_counts_records_on_each_side_of_the_threshold(runs: dict[str, Path], html_only: str) -> None:
+    table = pd.read_csv(runs["only"] / "pdtp.csv")
+    above = sum(1 for v in table["pdtp"] if v > 0.5)  # the fixture's --threshold
+    svg = html_lib.unescape(embedded_svgs(html_only)["plot-pdtp-histogram"])
+    assert f"PDTP > 0.5 ({above})" in svg
+    assert f"PDTP ≤ 0.5 ({len(table) - above})" in svg
+    assert f"PDTP of {len(table)} records" in svg
+
+
+def test_html_escapes_values_from_the_data(runs: dict[str, Path], tmp_path: Path) -> None:
+    copy = tmp_path / "res"
+    shutil.copytree(runs["only"], copy)
+    table = pd.read_csv(copy / "pdtp.csv")
+    table["label"] = "<script>alert(1)</script>"
+    table.to_csv(copy / "pdtp.csv", index=False)
+    context = build_context(load_results(copy))
+    text = environment(autoescape=True).get_template("report.html.j2").render(**context, plots=[], plots_skipped=[])
+    check_html(text)
+    assert "<script>" not in text and "&lt;script&gt;" in text
 
 
 def test_verdict_and_summary_match_pdtp_json(runs: dict[str, Path], html_only: str) -> None:

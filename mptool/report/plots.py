@@ -90,12 +90,12 @@ def pdtp_histogram(values: Sequence[float], threshold: float) -> str:
         ax.set_ylabel("records (log scale)")
         ax.set_title(f"PDTP of {v.size} records")
         ax.legend(frameon=False, loc="upper right")
-    return _to_svg(fig)
+        return _to_svg(fig)
 
 
 def _scatter_panel(ax: Any, x: np.ndarray, y: np.ndarray, title: str, rho: float | None) -> None:
     ok = np.isfinite(x) & np.isfinite(y)
-    ax.scatter(x[ok], y[ok], s=12, alpha=0.7, color=BLUE, edgecolors="none")
+    ax.scatter(x[ok], y[ok], s=18, alpha=0.45, color=BLUE, edgecolors="none")  # overlaps show darker
     ax.axhline(0.5, color=GREY, linestyle=":", linewidth=1)
     if ok.sum() > 1 and np.ptp(x[ok]) > 0:
         slope, intercept = np.polyfit(x[ok], y[ok], 1)
@@ -126,7 +126,7 @@ def attack_accuracy_panels(
         for j in range(len(names), nrows * ncols):
             axes[j // ncols, j % ncols].set_visible(False)
         fig.tight_layout()
-    return _to_svg(fig)
+        return _to_svg(fig)
 
 
 def max_accuracy_plot(pdtp_mean: Sequence[float], max_accuracy: Sequence[float], rho: float | None) -> str:
@@ -138,7 +138,7 @@ def max_accuracy_plot(pdtp_mean: Sequence[float], max_accuracy: Sequence[float],
         _scatter_panel(ax, np.asarray(pdtp_mean, float), np.asarray(max_accuracy, float), "best attack per target", rho)
         ax.set_xlabel("mean PDTP")
         ax.set_ylabel("max accuracy across attacks")
-    return _to_svg(fig)
+        return _to_svg(fig)
 
 
 def roc_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float], float | None]]) -> str:
@@ -167,7 +167,7 @@ def roc_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float], floa
         ax.set_xlabel("false-positive rate (log scale)")
         ax.set_ylabel("true-positive rate")
         ax.legend(frameon=False, loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8)
-    return _to_svg(fig)
+        return _to_svg(fig)
 
 
 def reduce_sawtooth(
@@ -208,4 +208,4 @@ def reduce_sawtooth(
         if s:
             ax.set_xlim(min(s) - 0.5, max(s) + 0.5)
         ax.legend(frameon=False, loc="upper right")
-    return _to_svg(fig)
+        return _to_svg(fig)
