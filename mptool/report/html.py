@@ -32,31 +32,27 @@ def _numeric(frame: pd.DataFrame, col: str) -> np.ndarray:
     return pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float)
 
 
-def build_plots(inputs: ReportInputs) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every plot the inputs allow, and one sentence per plot that could not be drawn."""
-    out: list[dict[str, Any]] = []
-    skipped: list[str] = []
-    s = inputs.pdtp_summary or {}
-    threshold = number(s.get("threshold")) if s else None
-    red = summary_of(inputs.reduce_doc)
-    if threshold is None:
-        threshold = number(lookup(red, "threshold")) or 1.0
-    if inputs.pdtp_table is not None:
-        values = _numeric(inputs.pdtp_table, "pdtp")
-        out.append(
-            _plot(
-                "plot-pdtp-histogram",
-                "PDTP of every audited record",
-                "Counts on a log scale; the dashed line is the DTP-1 threshold. Records right of it violate DTP-1.",
-                lambda: plots.pdtp_histogram(values, threshold),
-            )
-        )
-    else:
+def _pdtp_plots(inputs: ReportInputs, threshold: float, out: list[dict[str, Any]], skipped: list[str]) -> None:
+    if inputs.pdtp_table is None:
         skipped.append("PDTP histogram: needs pdtp.csv (mptool pdtp).")
+        return
+    values = _numeric(inputs.pdtp_table, "pdtp")
+    out.append(
+        _plot(
+            "plot-pdtp-histogram",
+            "PDTP of every audited record",
+            "Counts on a log scale; the dashed line is the DTP-1 threshold. Records right of it violate DTP-1.",
+            lambda: plots.pdtp_histogram(values, threshold),
+        )
+    )
 
+
+def _attack_plots(inputs: ReportInputs, out: list[dict[str, Any]], skipped: list[str]) -> None:
     t = inputs.attack_table
     acc = attack_accuracy_columns(t)
-    if t is not None and "pdtp_mean" in t and acc:
+    if t is None or "pdtp_mean" not in t or not acc:
+        skipped.append("attack accuracy plots: need attack.csv with pdtp_mean and <attack>_accuracy (mptool attack).")
+    else:
         x = _numeric(t, "pdtp_mean")
         rho = {a.name: a.pearson for a in inputs.attacks}
         accuracy = {name: _numeric(t, col) for name, col in acc.items()}
@@ -70,11 +66,13 @@ def build_plots(inputs: ReportInputs) -> tuple[list[dict[str, Any]], list[str]]:
                 wide=len(accuracy) > 1,
             )
         )
-        if "max_accuracy" in t:
+        if "max_accuracy" not in t:
+            skipped.append("maximum-accuracy plot: attack.csv has no max_accuracy column.")
+        else:
             y = _numeric(t, "max_accuracy")
-            ok = np.isfinite(x) & np.isfinite(y)
             written = lookup(lookup(summary_of(inputs.attack_doc), "max_accuracy"), "correlation_with_pdtp")
             rho_max = number(lookup(written, "pearson"))
+            ok = np.isfinite(x) & np.isfinite(y)
             if rho_max is None and ok.sum() > 2 and np.ptp(x[ok]) > 0 and np.ptp(y[ok]) > 0:
                 rho_max = float(np.corrcoef(x[ok], y[ok])[0, 1])
             out.append(
@@ -85,48 +83,55 @@ def build_plots(inputs: ReportInputs) -> tuple[list[dict[str, Any]], list[str]]:
                     lambda: plots.max_accuracy_plot(x, y, rho_max),
                 )
             )
-        else:
-            skipped.append("maximum-accuracy plot: attack.csv has no max_accuracy column.")
-    else:
-        skipped.append("attack accuracy plots: need attack.csv with pdtp_mean and <attack>_accuracy (mptool attack).")
-
     curves = {
         a.name: (a.roc_fpr, a.roc_tpr, number(lookup(a.metrics, "auc", "roc_auc")))
         for a in inputs.attacks
         if a.roc_fpr is not None
     }
-    if curves:
-        out.append(
-            _plot(
-                "plot-roc",
-                "ROC curves of the attacks",
-                "False-positive rate on a log scale, where the strongest attacks separate from chance.",
-                lambda: plots.roc_curves(curves),
-            )
-        )
-    else:
+    if not curves:
         skipped.append("ROC curves: need ROC points per attack in attack.json (mptool attack).")
-
-    rt = inputs.reduce_table
-    if rt is not None and {"step", "max_pdtp_after"} <= set(rt.columns) and len(rt):
-        length, _ = best_prefix(inputs.reduce_doc)
-        initial = number(lookup(red, "initial_max", "max_before", "start_max"))
-        if initial is None and "pdtp_before" in rt and str(lookup(red, "strategy") or "greedy").startswith("greedy"):
-            initial = float(_numeric(rt, "pdtp_before")[0])  # greedy removes the current maximum first
-        steps, after = _numeric(rt, "step").astype(int), _numeric(rt, "max_pdtp_after")
-        reached = lookup(red, "reached")
-        red_threshold = number(lookup(red, "threshold")) or threshold
-        out.append(
-            _plot(
-                "plot-reduce-sawtooth",
-                "Maximum PDTP while removing the riskiest records",
-                "After each removal every remaining record's PDTP is recomputed; the maximum can rise again "
-                "because records protect each other (Long et al., section 8, Figure 6).",
-                lambda: plots.reduce_sawtooth(steps, after, red_threshold, length, initial, reached is not False),
-            )
+        return
+    out.append(
+        _plot(
+            "plot-roc",
+            "ROC curves of the attacks",
+            "False-positive rate on a log scale, where the strongest attacks separate from chance.",
+            lambda: plots.roc_curves(curves),
         )
-    else:
+    )
+
+
+def _reduce_plots(inputs: ReportInputs, threshold: float, out: list[dict[str, Any]], skipped: list[str]) -> None:
+    rt, red = inputs.reduce_table, summary_of(inputs.reduce_doc)
+    if rt is None or not {"step", "max_pdtp_after"} <= set(rt.columns) or not len(rt):
         skipped.append("reduce-dtp sawtooth: needs reduce.csv (mptool reduce-dtp).")
+        return
+    length, _ = best_prefix(inputs.reduce_doc)
+    initial = number(lookup(red, "initial_max"))  # drawn at step 0 when the trace lacks that row
+    steps, after = _numeric(rt, "step").astype(int), _numeric(rt, "max_pdtp_after")
+    reached = lookup(red, "reached") is not False
+    red_threshold = number(lookup(red, "threshold")) or threshold
+    out.append(
+        _plot(
+            "plot-reduce-sawtooth",
+            "Maximum PDTP while removing the riskiest records",
+            "After each removal every remaining record's PDTP is recomputed; the maximum can rise again "
+            "because records protect each other (Long et al., section 8, Figure 6).",
+            lambda: plots.reduce_sawtooth(steps, after, red_threshold, length, initial, reached),
+        )
+    )
+
+
+def build_plots(inputs: ReportInputs) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every plot the inputs allow, and one sentence per plot that could not be drawn."""
+    out: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    threshold = number((inputs.pdtp_summary or {}).get("threshold"))
+    if threshold is None:
+        threshold = number(lookup(summary_of(inputs.reduce_doc), "threshold")) or 1.0
+    _pdtp_plots(inputs, threshold, out, skipped)
+    _attack_plots(inputs, out, skipped)
+    _reduce_plots(inputs, threshold, out, skipped)
     return out, skipped
 
 

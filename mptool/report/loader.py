@@ -181,6 +181,9 @@ def load_results(results_dir: str | Path, top: int = 20) -> ReportInputs:
         inputs.pdtp_table = None
     if inputs.attack_doc is not None:
         inputs.attacks = parse_attacks(inputs.attack_doc, inputs.attack_table)
+    hashes = {m.get("data_sha256") for m in _manifests(inputs) if m.get("data_sha256")}
+    if len(hashes) > 1:
+        inputs.notes.append("the results in this directory come from different data files (data SHA-256 differ)")
     inputs.features = load_features(inputs, top)
     return inputs
 
@@ -284,29 +287,19 @@ def attack_accuracy_columns(table: pd.DataFrame | None) -> dict[str, str]:
 
 
 def top_rows(inputs: ReportInputs, top: int) -> list[int]:
-    """CSV rows of the riskiest records: highest PDTP first (ties by row), else highest mean PDTP."""
-    rows: list[int] = []
-    if inputs.pdtp_table is not None and "row" in inputs.pdtp_table:
-        t = inputs.pdtp_table.sort_values(["pdtp", "row"], ascending=[False, True]).head(top)
-        rows += [int(r) for r in t["row"]]
-    if inputs.attack_table is not None and "row" in inputs.attack_table:
-        key = "max_accuracy" if "max_accuracy" in inputs.attack_table else "pdtp_mean"
-        if key in inputs.attack_table:
-            t = inputs.attack_table.sort_values([key, "row"], ascending=[False, True]).head(top)
-            rows += [int(r) for r in t["row"] if int(r) not in rows]
-    return rows
+    """CSV rows of the ``top`` riskiest records of pdtp.csv: highest PDTP first, ties by row."""
+    t = inputs.pdtp_table
+    if t is None or "row" not in t:
+        return []
+    return [int(r) for r in t.sort_values(["pdtp", "row"], ascending=[False, True]).head(top)["row"]]
 
 
 def _manifests(inputs: ReportInputs) -> list[dict[str, Any]]:
-    docs = [inputs.pdtp_summary, summary_of(inputs.attack_doc), summary_of(inputs.reduce_doc)]
+    """The run manifests of the results present (pdtp, attack, reduce-dtp order)."""
     out = []
-    for doc in docs:
-        m = lookup(doc, "manifest") if doc else None
+    for doc in (inputs.pdtp_summary, inputs.attack_doc, inputs.reduce_doc):
+        m = (lookup(summary_of(doc), "manifest") or lookup(doc, "manifest")) if doc else None
         if isinstance(m, dict):
-            out.append(m)
-    for doc in (inputs.attack_doc, inputs.reduce_doc):
-        m = lookup(doc, "manifest") if doc else None
-        if isinstance(m, dict) and m not in out:
             out.append(m)
     return out
 
