@@ -361,6 +361,19 @@ def test_reduce_section_shows_trace_and_best_prefix(runs: dict[str, Path], html_
     assert t["highlight"] == [s == doc["best_step"] for s in trace["step"]]
     assert "id" not in t["columns"]  # an all-empty column is left out
     assert 'class="highlight"' in html_full
+    svg = html_lib.unescape(embedded_svgs(html_full)["plot-reduce-sawtooth"])
+    label = "best prefix" if doc["reached"] else "lowest maximum (DTP-1 not reached)"
+    assert f"{label}: {doc['best_step']} removal" in svg
+
+
+def test_results_from_different_data_files_are_flagged(runs: dict[str, Path], tmp_path: Path) -> None:
+    copy = tmp_path / "res"
+    shutil.copytree(runs["full"], copy)
+    assert not any("different data files" in n for n in load_results(copy).notes)
+    doc = json.loads((copy / "attack.json").read_text())
+    doc["summary"]["manifest"]["data_sha256"] = "0" * 64
+    (copy / "attack.json").write_text(json.dumps(doc))
+    assert any("different data files" in n for n in load_results(copy).notes)
 
 
 # --------------------------------------------------------------------------------------
