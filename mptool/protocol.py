@@ -468,6 +468,7 @@ def _run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> A
         m["per_target_accuracy_max"] = float(per_target.max())
         m["correlation_with_pdtp"] = correlations(per_target, pdtp_mean)
         m.update(extra.get(name, {}))
+        m["roc"] = m.pop("roc")  # the long arrays last
         attack_out[name] = m
     table["max_accuracy"] = table[acc_cols].max(axis=1)
     table["lira_score"] = lira_score
