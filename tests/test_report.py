@@ -149,6 +149,7 @@ def write_attack_results(out: Path, rows: list[int], labels: list[str], data: Pa
         "target_model": {"train_accuracy": 0.9, "test_accuracy": 0.61},
         "max_accuracy": {"mean": float(table["max_accuracy"].mean()), "correlation_with_pdtp": {"pearson": 0.55}},
         "timings": {"target_models_s": 1.0, "total_s": 2.5},
+        "gate": {"max_accuracy": 0.65, "max_auc": None, "exceeded": ["lira accuracy 0.7000 > 0.65"]},
         "manifest": {"data": str(data), "seed": 0, "command": "mptool attack ...", "versions": {"mptool": "0.1.0"}},
     }
     table.to_csv(out / "attack.csv", index=False)
@@ -217,6 +218,8 @@ def test_html_is_well_formed_and_self_contained(html_only: str, html_full: str) 
         assert checker.urls, "expected the plots' src attributes"
         for url in checker.urls:
             assert url.startswith(("data:", "#")), url
+            if url.startswith("#"):
+                assert url[1:] in checker.ids, f"link to a missing id: {url}"
         assert "@import" not in text and "url(" not in text.replace("data:", "")
         assert "<script" not in text and "<link" not in text
         for svg in embedded_svgs(text).values():
@@ -322,6 +325,9 @@ def test_attack_metrics_and_correlations(runs: dict[str, Path], html_full: str) 
     assert row[metrics["columns"].index("TPR @1% FPR")] == fmt(float(0.01**0.5 + 0.02), 3)
     assert "<td>0.900 / 0.610</td>" in html_full  # attack.json's target_model train / test accuracy
     assert "variance = global" in html_full  # extra scalar values are listed, not dropped
+    assert "Gate --max-accuracy 0.65 exceeded: lira accuracy 0.7000 &gt; 0.65. mptool attack exited with code 1." in (
+        html_full
+    )
 
 
 def test_attack_json_alternative_layout() -> None:

@@ -328,6 +328,24 @@ def attack_metrics(attacks: list[AttackResult]) -> dict[str, Any] | None:
     return out
 
 
+def attack_gate(inputs: ReportInputs) -> str | None:
+    """One sentence on ``mptool attack``'s gate (--max-accuracy / --max-auc) and the exit code it gave."""
+    gate = lookup(summary_of(inputs.attack_doc), "gate")
+    if not isinstance(gate, dict):
+        return None
+    limits = [
+        f"--{flag} {fmt(lookup(gate, key), None)}"
+        for flag, key in (("max-accuracy", "max_accuracy"), ("max-auc", "max_auc"))
+        if number(lookup(gate, key)) is not None
+    ]
+    exceeded = lookup(gate, "exceeded") or []
+    if not limits:
+        return "No gate given (--max-accuracy / --max-auc): mptool attack exited with code 0."
+    if exceeded:
+        return f"Gate {', '.join(limits)} exceeded: {'; '.join(map(str, exceeded))}. mptool attack exited with code 1."
+    return f"Gate {', '.join(limits)} not exceeded: mptool attack exited with code 0."
+
+
 # --------------------------------------------------------------------------------------
 # reduce-dtp
 
@@ -487,6 +505,7 @@ def build_context(inputs: ReportInputs, top: int = 20) -> dict[str, Any]:
         "label_column": label,
         "attack_metrics": attack_metrics(inputs.attacks),
         "attack_targets": attack_targets(inputs, top),
+        "attack_gate": attack_gate(inputs),
         "reduce": reduce_block(inputs),
         "manifests": manifest_blocks(inputs),
     }
