@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mptool.errors import InputError
 from mptool.loo.base import LooRequest, LooResult
 from mptool.models import fit, proba_in
 from mptool.parallel import chunk_positions, run_tasks
@@ -22,14 +23,33 @@ from mptool.spec import Spec
 CHECKPOINT_STAGE = "loo"
 
 
+class LooFitError(InputError):
+    """Fitting or predicting on T \\ {t} failed for a data/parameter reason (exit 2), at position ``t`` of T."""
+
+    def __init__(self, detail: str, position: int) -> None:
+        super().__init__(detail, position)  # both in args, so the error survives pickling from a worker
+        self.detail, self.position = detail, position
+
+    def __str__(self) -> str:
+        return f"model: refitting without training record {self.position} failed: {self.detail}"
+
+
 def loo_chunk(template: Any, X: pd.DataFrame, y: np.ndarray, classes: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """p_{A(T\\{t})}(.|x_t) for each position t in ``positions`` (one refit each)."""
+    """p_{A(T\\{t})}(.|x_t) for each position t in ``positions`` (one refit each).
+
+    A ValueError/TypeError of the fit or prediction (e.g. k-NN with more neighbours than
+    T \\ {t} has records) becomes :class:`LooFitError`, as the fit on T does in ``prepare``.
+    """
     out = np.empty((len(positions), len(classes)))
     keep = np.ones(len(y), dtype=bool)
     for i, t in enumerate(positions):
         keep[t] = False
-        model = fit(template, X.iloc[keep], y[keep])
-        out[i] = proba_in(model, X.iloc[[t]], classes)[0]
+        try:
+            model = fit(template, X.iloc[keep], y[keep])
+            out[i] = proba_in(model, X.iloc[[t]], classes)[0]
+        except (ValueError, TypeError) as exc:
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+            raise LooFitError(detail, int(t)) from None
         keep[t] = True
     return out
 
@@ -64,14 +84,21 @@ class RefitEngine:
                 ckpt.save(CHECKPOINT_STAGE, chunks[i], p_loo=part)
             advance(len(part))
 
-        parts = run_tasks(
-            loo_chunk,
-            ((request.template, T.X, T.y, request.classes, c) for c in chunks),
-            jobs=request.jobs,
-            backend=request.backend,
-            shared=(request.template, T.X, T.y, request.classes),
-            on_done=done,
-        )
+        try:
+            parts = run_tasks(
+                loo_chunk,
+                ((request.template, T.X, T.y, request.classes, c) for c in chunks),
+                jobs=request.jobs,
+                backend=request.backend,
+                shared=(request.template, T.X, T.y, request.classes),
+                on_done=done,
+            )
+        except LooFitError as exc:
+            raise InputError(
+                f"model: refitting the pipeline without CSV row {T.rows[exc.position]} failed: {exc.detail}; "
+                "T minus one record is too small or too uniform for these model.params "
+                "(raise data.train_size or change the parameters)"
+            ) from None
         for c, part in zip(chunks, parts, strict=True):
             rows.update({int(t): part[j] for j, t in enumerate(c)})
         p_loo = np.array([rows[t] for t in request.positions.tolist()], dtype=float).reshape(-1, k)
