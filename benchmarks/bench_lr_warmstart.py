@@ -11,19 +11,22 @@ Usage: /work/venv/bin/python benchmarks/bench_lr_warmstart.py [--records 1000]
 
 from __future__ import annotations
 
-import argparse
 import os
-import time
 
-import numpy as np
-from threadpoolctl import threadpool_limits
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: this process and loky workers
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from mptool.bundled import ADULT_CSV, config
-from mptool.calibration import bin_probabilities
-from mptool.loo import LooRequest, RefitEngine
-from mptool.loo.linear import LogisticWarmEngine
-from mptool.prepare import fit_checked, prepare
-from mptool.spec import load_spec
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from mptool.bundled import ADULT_CSV, config  # noqa: E402
+from mptool.calibration import bin_probabilities  # noqa: E402
+from mptool.loo import LooRequest, RefitEngine  # noqa: E402
+from mptool.loo.linear import LogisticWarmEngine  # noqa: E402
+from mptool.prepare import fit_checked, prepare  # noqa: E402
+from mptool.spec import load_spec  # noqa: E402
 
 
 def main() -> None:
@@ -38,10 +41,7 @@ def main() -> None:
     warm = LogisticWarmEngine().run(req, lambda n: None)
     t_warm = time.perf_counter() - t0
     t0 = time.perf_counter()
-    with threadpool_limits(1):
-        os.environ["OPENBLAS_NUM_THREADS"] = "1"  # loky workers inherit it
-        os.environ["OMP_NUM_THREADS"] = "1"
-        ref = RefitEngine().run(req, lambda n: None)
+    ref = RefitEngine().run(req, lambda n: None)
     t_ref = time.perf_counter() - t0
     raw = np.abs(warm.p_loo - ref.p_loo).max()
     binned = np.abs(bin_probabilities(warm.p_loo, 0.01) - bin_probabilities(ref.p_loo, 0.01))

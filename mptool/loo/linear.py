@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import expit, softmax
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
@@ -89,7 +90,8 @@ def _warm_chunk(
     out = np.empty((len(positions), len(classes)))
     shift = np.empty(len(positions))
     keep = np.ones(n, dtype=bool)
-    n_full_classes = len(np.unique(y_idx))
+    warm = clone(est).set_params(warm_start=True)  # refitted in place from the parameters set below
+    counts = np.bincount(y_idx, minlength=len(classes))
     for i, t in enumerate(positions):
         keep[t] = False
         Zt = Z.copy()
@@ -98,23 +100,37 @@ def _warm_chunk(
             m_new, m2_new = stats.without(raw[[t]], np.zeros(1, dtype=np.int64))
             mu_t, s_t = m_new[0], _scale_of(m2_new[0] / (n - 1))
             Zt[:, sl] = (raw - mu_t) / s_t
-        clf = clone(est)
-        same_classes = len(np.unique(y_idx[keep])) == n_full_classes
+        same_classes = counts[y_idx[t]] > 1
+        clf = warm if same_classes else clone(est)
         if same_classes:
             w = np.array(coef, dtype=float)
             b = np.array(intercept, dtype=float)
             if sl.stop > sl.start:
                 b = b + (w[:, sl] * ((mu_t - mu) / s)).sum(axis=1)
                 w[:, sl] = w[:, sl] * s_t / s
-            clf.set_params(warm_start=True)
             clf.coef_, clf.intercept_ = w, b
-        clf = _fit_quiet(clf, Zt[keep], y[keep])
-        out[i] = proba_in(clf, Zt[[t]], classes)
+        # integer labels in class order: the same problem as the string labels, without re-sorting strings
+        clf = _fit_quiet(clf, Zt[keep], y_idx[keep])
+        out[i] = _proba(clf, Zt[t], len(classes))
         shift[i] = (
             np.abs(u_full - raw_params(clf.coef_, clf.intercept_, mu_t, s_t, sl)).max() if same_classes else np.inf
         )
         keep[t] = True
     return out, shift
+
+
+def _proba(clf: Any, z: np.ndarray, n_classes: int) -> np.ndarray:
+    """``predict_proba`` of a fitted LogisticRegression for one row, without input validation:
+    expit of the decision for two classes, softmax otherwise; columns by integer class."""
+    d = z @ np.asarray(clf.coef_).T + np.asarray(clf.intercept_)
+    if d.shape[0] == 1:
+        p1 = expit(d[0])
+        p = np.array([1.0 - p1, p1])
+    else:
+        p = softmax(d[None, :])[0]
+    out = np.zeros(n_classes)
+    out[np.asarray(clf.classes_, dtype=np.int64)] = p
+    return out
 
 
 def _limited_chunk(*args: Any) -> tuple[np.ndarray, np.ndarray]:
