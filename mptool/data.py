@@ -8,7 +8,9 @@ which DTP is defined (Long et al., Definition 4.1) is fixed.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -102,6 +104,32 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def _unreadable(path: Path, exc: BaseException) -> str:
+    """One line saying why ``path`` cannot be read as CSV, with the data row of a ragged line."""
+    detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+    if isinstance(exc, UnicodeDecodeError):
+        return f"{path}: cannot read it as CSV text ({detail}); save the file as UTF-8"
+    m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", detail)
+    if m:
+        want, line, got = (int(g) for g in m.groups())
+        return (
+            f"{path}: line {line} (data row {line - 2}) has {got} fields but the header has {want}; "
+            "quote cells that contain commas"
+        )
+    return f"{path}: cannot read it as CSV ({exc.__class__.__name__}: {detail})"
+
+
+def _check_gzip(path: Path) -> None:
+    """Decompress ``path`` to its end: a truncated .gz must not be read as a shorter, valid-looking CSV."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+    except (OSError, EOFError) as exc:
+        detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise InputError(f"{path}: the gzip file is damaged or truncated ({detail}); copy it again") from None
+
+
 def read_csv(path: str | Path) -> pd.DataFrame:
     """Read a comma-separated file (optionally gzip) with a header row, or raise InputError.
 
@@ -113,12 +141,14 @@ def read_csv(path: str | Path) -> pd.DataFrame:
         raise InputError(f"{path}: data file not found; pass the path of a CSV file with a header row")
     if path.is_dir():
         raise InputError(f"{path}: is a directory; pass the path of a CSV file")
+    if path.suffix == ".gz":
+        _check_gzip(path)
     try:
         header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty; it needs a header row and data rows") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, EOFError) as exc:
-        raise InputError(f"{path}: cannot read it as CSV ({exc.__class__.__name__}: {exc})".splitlines()[0]) from None
+        raise InputError(_unreadable(path, exc)) from None
     names = [str(v) for v in header.iloc[0].tolist()]
     if len(names) == 1:
         for sep, label in ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes")):
@@ -132,8 +162,8 @@ def read_csv(path: str | Path) -> pd.DataFrame:
         raise InputError(f"{path}: duplicate column name(s) {', '.join(map(repr, dups))}; rename them")
     try:
         df = pd.read_csv(path, low_memory=False)
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: cannot parse the CSV ({str(exc).splitlines()[0]})") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError, EOFError) as exc:
+        raise InputError(_unreadable(path, exc)) from None
     if len(df) == 0:
         raise InputError(f"{path}: the file has a header but no data rows")
     return df
@@ -270,7 +300,7 @@ def draw_training_set(population: Records, train_size: int | None, seed: int) ->
     labels, counts = np.unique(T.y.astype(str), return_counts=True)
     if len(labels) < 2:
         raise InputError(
-            f"{population.source}: the training set has a single class ({labels[0]!r}); "
+            f"{population.source}: the training set has a single class ({str(labels[0])!r}); "
             "raise data.train_size or check the label column"
         )
     lonely = labels[counts == 1]

@@ -155,5 +155,8 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
+        ctx, ctx_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if ctx and ctx_mark is not None and mark is not None and ctx_mark.line != mark.line:
+            problem += f" ({ctx} at line {ctx_mark.line + 1}, column {ctx_mark.column + 1})"
         raise InputError(f"{path}:{line} YAML syntax error: {problem}") from None
     return parse_spec(raw, where=str(path), overrides=overrides)

@@ -56,13 +56,14 @@ def data_is_directory(d: Path):
 def data_unreadable_bytes(d: Path):
     path = d / "bin.csv"
     path.write_bytes(b"\xff\xfe\x00\x81\x9a,\xc3\x28\n\x80\x81,\xfe\n")
-    return pdtp_args(d, path, good_spec(d)), ["bin.csv", "cannot"]
+    return pdtp_args(d, path, good_spec(d)), ["bin.csv", "UTF-8"]
 
 
-def data_bad_gzip(d: Path):
+def data_truncated_gzip(d: Path):
     path = d / "broken.csv.gz"
-    path.write_bytes(gzip.compress(b"a,b,label\n1,2,x\n" * 50)[:40])
-    return pdtp_args(d, path, good_spec(d)), ["broken.csv.gz", "cannot"]
+    whole = gzip.compress(mixed_frame(200).to_csv(index=False).encode())
+    path.write_bytes(whole[: len(whole) // 2])  # the header and many rows still decompress
+    return pdtp_args(d, path, good_spec(d)), ["broken.csv.gz", "truncated"]
 
 
 def data_empty(d: Path):
@@ -80,7 +81,7 @@ def data_semicolons(d: Path):
 
 def data_ragged_row(d: Path):
     csv = text_file(d, "color,x1,label\nred,1.0,yes\nblue,2.0,no,extra\nred,3.0,no\n")
-    return pdtp_args(d, csv, good_spec(d)), ["d.csv", "line 3"]
+    return pdtp_args(d, csv, good_spec(d)), ["d.csv", "line 3 (data row 1)", "4 fields", "header has 3"]
 
 
 def data_duplicate_columns(d: Path):
@@ -106,7 +107,7 @@ def one_class(d: Path):
 def one_class_in_training_set(d: Path):
     frame = mixed_frame(40).assign(label=["yes"] * 39 + ["no"])
     spec = good_spec(d, data={"train_size": 5})
-    return pdtp_args(d, good_csv(d, frame), spec), ["d.csv", "single class", "train_size"]
+    return pdtp_args(d, good_csv(d, frame), spec), ["d.csv", "single class ('yes')", "train_size"]
 
 
 def empty_cell_missing_error(d: Path):
@@ -146,7 +147,7 @@ def train_size_too_large(d: Path):
 
 def yaml_syntax_error(d: Path):
     spec = text_file(d, "data:\n  label: label\nmodel:\n  estimator: [gaussian_nb\n", "s.yaml")
-    return pdtp_args(d, good_csv(d), spec), ["s.yaml", "line ", "YAML"]
+    return pdtp_args(d, good_csv(d), spec), ["s.yaml", "YAML syntax error", "line 4, column 14"]
 
 
 def unknown_key(d: Path):
@@ -298,7 +299,7 @@ CASES: list[Case] = [
     data_missing,
     data_is_directory,
     data_unreadable_bytes,
-    data_bad_gzip,
+    data_truncated_gzip,
     data_empty,
     data_header_only,
     data_semicolons,
