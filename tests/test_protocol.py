@@ -56,7 +56,7 @@ def test_prior_only_model_gives_every_attack_baseline_accuracy(numeric_csv: Path
     pooled = _run(numeric_csv, spec, candidates=1000, targets=100, iterations=10, shadow_pool=12,
                   pdtp_iterations=1)
     per_target = _run(numeric_csv, spec, attacks=("distance", "frequency", "lira"), candidates=1000,
-                      targets=50, iterations=6, pairs=2, pdtp_iterations=0)
+                      targets=40, iterations=5, pairs=2, pdtp_iterations=0)
     for outcome in (pooled, per_target):
         for name, m in outcome.attacks.items():
             assert abs(m["accuracy"] - 0.5) <= 0.05, (name, m["accuracy"])
