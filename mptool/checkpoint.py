@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import pickle
 import shutil
 import sys
 from collections.abc import Iterator, Mapping
@@ -157,12 +158,13 @@ class Checkpoint:
                 continue  # unreadable: its items are simply computed again
             for j, item in enumerate(ids.tolist()):
                 done[int(item)] = {k: v[j] for k, v in arrays.items()}
-        self.reused[stage] = len(done)
+        if done:
+            self.reused[stage] = len(done)
         return done
 
     def saved_items(self) -> int:
         """How many work items the checkpoint holds (all stages)."""
-        total = 0
+        total = len(list(self.directory.glob("task-*.pkl")))
         for path in self.directory.glob("*-*.npz"):
             try:
                 with np.load(path, allow_pickle=False) as npz:
@@ -170,6 +172,30 @@ class Checkpoint:
             except (OSError, ValueError, KeyError):
                 continue
         return total
+
+    def save_task(self, call: int, index: int, fingerprint: str, result: Any) -> Path:
+        """Save the result of task ``index`` of the ``call``-th ``run_tasks`` call (pickled, atomically)."""
+        self._create()
+        path = self.directory / f"task-{call:05d}-{index:06d}-{fingerprint}.pkl"
+        write_atomic(path, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        return path
+
+    def load_tasks(self, call: int) -> dict[tuple[int, str], Any]:
+        """Saved results of the ``call``-th ``run_tasks`` call: (task index, fingerprint) -> result.
+
+        The files are this run's own output (pickles): a checkpoint directory from an
+        untrusted source must not be resumed.
+        """
+        found: dict[tuple[int, str], Any] = {}
+        if not self.directory.is_dir():
+            return found
+        for path in sorted(self.directory.glob(f"task-{call:05d}-*.pkl")):
+            try:
+                _, _, index, fingerprint = path.stem.split("-", 3)
+                found[(int(index), fingerprint)] = pickle.loads(path.read_bytes())
+            except (OSError, ValueError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+                continue  # unreadable: that task simply runs again
+        return found
 
     def clear(self) -> None:
         """Remove the checkpoint (after the run's results are written)."""

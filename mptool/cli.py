@@ -233,6 +233,9 @@ def reduce_dtp(
     ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite results already in --out and --write-clean.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict line; no progress.")] = False,
+    backend: BackendOpt = "loky",
+    scheduler: SchedulerOpt = None,
+    resume: ResumeOpt = False,
 ) -> int:
     """Remove the riskiest records step by step until DTP-1 holds (Long et al. section 8).
 
@@ -242,6 +245,8 @@ def reduce_dtp(
     engine, threshold, timings, manifest, trace). With --write-clean, also DIR/clean-spec.yaml
     (train_size null): 'mptool pdtp CLEAN.csv --model DIR/clean-spec.yaml' reproduces best_max.
     """
+    from mptool.checkpoint import Checkpoint, options_dict, run_key, saving_on_interrupt
+    from mptool.parallel import check_backend, checkpointing, session
     from mptool.prepare import prepare
     from mptool.reduce import ReduceOptions, parse_strategy, print_trace, run_reduce
     from mptool.reduce import write_clean as write_clean_csv
@@ -255,7 +260,10 @@ def reduce_dtp(
         raise InputError(f"--max-removals must be 0 or more (got {max_removals})")
     if jobs < 0:
         raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
-    options = ReduceOptions(threshold, max_removals, parse_strategy(strategy), jobs or None, engine)
+    if resume and out is None:
+        raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
+    backend = check_backend(backend, scheduler)
+    options = ReduceOptions(threshold, max_removals, parse_strategy(strategy), jobs or None, engine, backend=backend)
     spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
     names = ["reduce.csv", "reduce.json", *(["clean-spec.yaml"] if write_clean else [])]
     out_dir = prepare_out_dir(out or default_out_dir("reduce"), names, force)
@@ -270,7 +278,12 @@ def reduce_dtp(
     for note in prep.notes:
         ui.warn(note)
     ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
-    outcome = run_reduce(prep, options, lambda n, label: ui.progress(n, label, quiet))
+    ckpt = Checkpoint.open(out_dir, run_key("reduce-dtp", spec.sha256(), prep.train.sha256, options_dict(options)),
+                           resume=resume, force=force)
+    with session(backend, scheduler, jobs or None), checkpointing(ckpt), saving_on_interrupt(ckpt):
+        outcome = run_reduce(prep, options, lambda n, label: ui.progress(n, label, quiet))
+    if ckpt.reused:
+        ui.info(f"resumed: {sum(ckpt.reused.values())} finished task(s) taken from {ckpt.directory}", quiet)
     if write_clean is not None:
         outcome.summary["clean"] = write_clean_csv(prep, outcome, write_clean, out_dir / "clean-spec.yaml")
         for note in outcome.summary["clean"]["notes"]:
@@ -279,6 +292,7 @@ def reduce_dtp(
     document["trace"] = document.pop("trace")  # the long list last
     write_atomic(out_dir / "reduce.csv", to_csv(outcome.table))
     write_atomic(out_dir / "reduce.json", to_json(document))
+    ckpt.clear()
     print_trace(outcome, quiet)
     ui.info(f"results: {out_dir / 'reduce.csv'}, {out_dir / 'reduce.json'}", quiet)
     if write_clean is not None:
@@ -324,6 +338,9 @@ def attack(
     ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result lines; no progress.")] = False,
+    backend: BackendOpt = "loky",
+    scheduler: SchedulerOpt = None,
+    resume: ResumeOpt = False,
 ) -> int:
     """Membership inference attacks under the paper's protocol, per-target accuracy beside PDTP.
 
@@ -340,6 +357,8 @@ def attack(
     precision, recall, f1, auc, advantage, tpr_at_1pct_fpr, tpr_at_0.1pct_fpr,
     correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}.
     """
+    from mptool.checkpoint import Checkpoint, options_dict, run_key, saving_on_interrupt
+    from mptool.parallel import check_backend, checkpointing, session
     from mptool.prepare import prepare
     from mptool.protocol import AttackOptions, parse_attacks, run_attack, summary_lines
     from mptool.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
@@ -352,8 +371,10 @@ def attack(
         attacks=parse_attacks(attacks), candidates=candidates, iterations=iterations, targets=targets,
         shadows=shadows, pairs=pairs, shadow_pool=shadow_pool, shadow_data=shadow_data, per_class=per_class,
         pdtp_iterations=pdtp_iterations, jobs=jobs or None, engine=engine, max_accuracy=max_accuracy,
-        max_auc=max_auc,
+        max_auc=max_auc, backend=check_backend(backend, scheduler),
     )
+    if resume and out is None:
+        raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
     spec = load_spec(spec_path, {"seed": seed, "output.bin_size": bin_size})
     out_dir = prepare_out_dir(out or default_out_dir("attack"), ["attack.csv", "attack.json"], force)
     prep = prepare(data_path, spec, tuple(allow_import or ()))
@@ -364,11 +385,17 @@ def attack(
         f"estimator {spec.model.estimator}; attacks {', '.join(options.attacks)}",
         quiet,
     )
-    outcome = run_attack(prep, options, lambda n, label: ui.progress(n, label, quiet))
+    ckpt = Checkpoint.open(out_dir, run_key("attack", spec.sha256(), prep.train.sha256, options_dict(options)),
+                           resume=resume, force=force)
+    with session(options.backend, scheduler, jobs or None), checkpointing(ckpt), saving_on_interrupt(ckpt):
+        outcome = run_attack(prep, options, lambda n, label: ui.progress(n, label, quiet))
+    if ckpt.reused:
+        ui.info(f"resumed: {sum(ckpt.reused.values())} finished task(s) taken from {ckpt.directory}", quiet)
     summary = {**outcome.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     document = {"summary": summary, "attacks": outcome.attacks, "records": records_for_json(outcome.table)}
     write_atomic(out_dir / "attack.csv", to_csv(outcome.table))
     write_atomic(out_dir / "attack.json", to_json(document))
+    ckpt.clear()
     for note in outcome.notes:
         ui.info(note, quiet)
     for line in summary_lines(outcome):

@@ -28,7 +28,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import joblib
 import numpy as np
+import pandas as pd
 from joblib import Parallel, delayed, parallel_config
 
 from mptool.errors import InputError
@@ -39,7 +41,7 @@ BACKENDS = ("loky", "threading", "dask", "ray")
 CONNECT_TIMEOUT_S = 10
 
 #: The backend opened by :func:`session` (name, Dask client), so nested calls reuse it.
-_active: dict[str, Any] = {"backend": None, "client": None}
+_active: dict[str, Any] = {"backend": None, "client": None, "checkpoint": None, "calls": 0}
 
 
 def resolve_jobs(jobs: int | None) -> int:
@@ -177,6 +179,9 @@ def run_tasks(
     objects passed (by identity) in many tasks; the dask backend scatters them to every
     worker once and sends only a reference with each task. With ``jobs == 1`` on a local
     backend the tasks run here, one after another.
+
+    Inside :func:`checkpointing`, every finished task is saved and a resumed run takes the
+    saved result of the same call and task instead of running it again (see there).
     """
     tasks = list(tasks)
     out: list[Any] = [None] * len(tasks)
@@ -189,20 +194,51 @@ def run_tasks(
             on_done(i, r)
 
     name = check_backend(backend)
-    if not tasks:
-        return out
-    if name in ("loky", "threading") and (jobs == 1 or len(tasks) == 1):
-        for i, args in enumerate(tasks):
-            finished(i, fn(*args))
-        return out
-    if name == "dask" and _active["backend"] != "dask":
-        with session("dask", None, jobs):
-            return run_tasks(fn, tasks, jobs, backend, on_result, shared, on_done)
-    if name == "ray" and _active["backend"] != "ray":
-        with session("ray", None, jobs):
-            return run_tasks(fn, tasks, jobs, backend, on_result, shared, on_done)
+    todo = list(range(len(tasks)))
+    ckpt = _active.get("checkpoint")
+    if ckpt is not None and tasks:
+        call = _active["calls"]
+        _active["calls"] = call + 1
+        prints = [task_fingerprint(fn, args) for args in tasks]
+        saved = ckpt.load_tasks(call)
+        for i in todo:
+            if (i, prints[i]) in saved:
+                finished(i, saved[(i, prints[i])])
+        todo = [i for i in todo if (i, prints[i]) not in saved]
+        if len(todo) < len(tasks):
+            ckpt.reused[f"task-{call:05d}"] = len(tasks) - len(todo)
+        record = finished
 
-    calls = [delayed(_tagged)(i, fn, *args) for i, args in enumerate(tasks)]
+        def finished(i: int, r: Any) -> None:  # noqa: F811 - save, then report as before
+            ckpt.save_task(call, i, prints[i], r)
+            record(i, r)
+
+    _dispatch(fn, tasks, todo, jobs, name, shared, finished)
+    return out
+
+
+def _dispatch(
+    fn: Callable[..., Any],
+    tasks: list[tuple[Any, ...]],
+    todo: list[int],
+    jobs: int,
+    name: str,
+    shared: Sequence[Any],
+    finished: Callable[[int, Any], None],
+) -> None:
+    """Run the tasks at indices ``todo`` on backend ``name``; ``finished(i, result)`` as each ends."""
+    if not todo:
+        return
+    if name in ("loky", "threading") and (jobs == 1 or len(todo) == 1):
+        for i in todo:
+            finished(i, fn(*tasks[i]))
+        return
+    if name in ("dask", "ray") and _active["backend"] != name:
+        with session(name, None, jobs):
+            _dispatch(fn, tasks, todo, jobs, name, shared, finished)
+        return
+
+    calls = [delayed(_tagged)(i, fn, *tasks[i]) for i in todo]
     if name == "dask":
         config = parallel_config(backend="dask", client=_active["client"], scatter=list(shared) or None)
         with config:
@@ -219,4 +255,35 @@ def run_tasks(
     else:
         for i, r in Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls):
             finished(i, r)
-    return out
+
+
+def _light(arg: Any) -> Any:
+    """What of a task argument goes into its fingerprint: big frames and arrays by shape only."""
+    if isinstance(arg, pd.DataFrame):
+        return ("DataFrame", arg.shape, tuple(map(str, arg.columns)))
+    if isinstance(arg, np.ndarray) and arg.nbytes > (1 << 20):
+        return ("ndarray", arg.shape, str(arg.dtype))
+    return arg
+
+
+def task_fingerprint(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
+    """A short hash of a task (function and arguments) that tells a saved result belongs to it."""
+    name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
+    return joblib.hash([name, *(_light(a) for a in args)])[:16]
+
+
+@contextmanager
+def checkpointing(ckpt: Any) -> Iterator[None]:
+    """Save every finished :func:`run_tasks` task in ``ckpt`` (a ``mptool.checkpoint.Checkpoint``) and reuse saved ones.
+
+    A run makes its ``run_tasks`` calls in the same order every time (same inputs, same
+    seed), so the k-th call of a resumed run is the k-th call of the interrupted one; a
+    saved result is used only when its task's fingerprint matches too. Used by subcommands
+    whose long work (shadow models, reduce-dtp steps) goes through ``run_tasks``.
+    """
+    previous = _active.get("checkpoint"), _active.get("calls", 0)
+    _active.update(checkpoint=ckpt, calls=0)
+    try:
+        yield
+    finally:
+        _active.update(checkpoint=previous[0], calls=previous[1])

@@ -112,3 +112,80 @@ def test_ctrl_c_exits_130_after_saving_then_resumes(tmp_path: Path, inputs) -> N
     stderr, got = resume(csv, spec, out)
     assert reused(stderr) >= saved
     assert got == reference
+
+
+# --- checkpoints of any run_tasks work (attack shadows, reduce-dtp steps) ---
+
+RAN: list[int] = []
+STOP_AT = {"k": -1}
+
+
+def square_or_stop(k: int, offset: int) -> int:
+    RAN.append(k)
+    if k == STOP_AT["k"]:
+        raise KeyboardInterrupt
+    return k * k + offset
+
+
+def test_run_tasks_checkpoint_skips_finished_tasks(tmp_path: Path) -> None:
+    from mptool.checkpoint import Checkpoint, run_key
+    from mptool.parallel import checkpointing, run_tasks
+
+    key = run_key("test", "s" * 64, "d" * 64, {})
+    first = Checkpoint.open(tmp_path, key, resume=False)
+    RAN.clear()
+    STOP_AT["k"] = 5
+    with checkpointing(first), pytest.raises(KeyboardInterrupt):
+        run_tasks(square_or_stop, [(k, 0) for k in range(4)], jobs=1)  # call 0 finishes
+        run_tasks(square_or_stop, [(k, 0) for k in range(8)], jobs=1)  # call 1 stops at task 5
+    assert RAN == [0, 1, 2, 3, 0, 1, 2, 3, 4, 5]
+
+    again = Checkpoint.open(tmp_path, key, resume=True)
+    RAN.clear()
+    STOP_AT["k"] = -1
+    with checkpointing(again):
+        a = run_tasks(square_or_stop, [(k, 0) for k in range(4)], jobs=1)
+        b = run_tasks(square_or_stop, [(k, 0) for k in range(8)], jobs=1)
+        c = run_tasks(square_or_stop, [(k, 1) for k in range(3)], jobs=1)  # new call: runs
+    assert a == [0, 1, 4, 9] and b == [k * k for k in range(8)] and c == [1, 2, 5]
+    assert RAN == [5, 6, 7, 0, 1, 2]  # only unfinished tasks ran
+    assert again.reused == {"task-00000": 4, "task-00001": 5}
+
+    other = Checkpoint.open(tmp_path / "x", key, resume=False)
+    with checkpointing(other):
+        run_tasks(square_or_stop, [(k, 0) for k in range(3)], jobs=1)
+    RAN.clear()
+    with checkpointing(Checkpoint.open(tmp_path / "x", key, resume=True)):
+        assert run_tasks(square_or_stop, [(k, 7) for k in range(3)], jobs=1) == [7, 8, 11]
+    assert RAN == [0, 1, 2]  # same call number, other arguments: nothing reused
+
+
+def test_reduce_dtp_interrupted_then_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in the middle of reduce-dtp's refits, then --resume: same reduce.csv as a clean run."""
+    import mptool.loo.refit as refit
+
+    csv = tmp_path / "d.csv"
+    mixed_frame(24, seed=8).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "dt.yaml", "decision_tree", model={"params": {"max_depth": 3}})
+    args = ["reduce-dtp", csv, "--model", spec, "--engine", "refit", "--max-removals", "3", "--jobs", "1", "-q"]
+    clean = run_cli(*args, "--out", tmp_path / "clean")
+    assert clean.code in (0, 1), clean.stderr
+
+    real, calls = refit.loo_chunk, []
+
+    def stop_later(*a):
+        calls.append(1)
+        if len(calls) == 12:
+            raise KeyboardInterrupt
+        return real(*a)
+
+    monkeypatch.setattr(refit, "loo_chunk", stop_later)
+    out = tmp_path / "out"
+    stopped = run_cli(*args, "--out", out)
+    assert stopped.code == 130 and "--resume" in stopped.stderr
+    assert not (out / "reduce.csv").exists()
+    monkeypatch.setattr(refit, "loo_chunk", real)
+    resumed = run_cli(*args, "--out", out, "--resume")
+    assert resumed.code == clean.code, resumed.stderr
+    assert (out / "reduce.csv").read_bytes() == (tmp_path / "clean" / "reduce.csv").read_bytes()
+    assert not (out / ".checkpoint").exists()
