@@ -73,6 +73,12 @@ def run_row(name: str, data: Path, spec, options: AttackOptions) -> dict[str, fl
         print(f"{name} {f}: {v:.4f} (paper {base:.4f}; {ratio})", flush=True)
     extra = {k: v for k, v in row.items() if k in ("auc", "max_acc_corr", "seconds", "fits")}
     print(f"{name} extra: {extra}", flush=True)
+    for attack, m in out.attacks.items():
+        r = m["correlation_with_pdtp"]["pearson"]
+        print(f"{name} {attack}: accuracy {m['accuracy']:.4f}, precision {m['precision']:.4f}, recall "
+              f"{m['recall']:.4f}, F1 {m['f1']:.4f}, AUC {m['auc']:.4f}, r(PDTP) {r}", flush=True)
+    print(f"{name} max per-target accuracy: mean {s['max_accuracy']['mean']:.4f}, r(PDTP) "
+          f"{s['max_accuracy']['correlation_with_pdtp']['pearson']}", flush=True)
     return row
 
 
