@@ -44,7 +44,8 @@ def main() -> None:
     s = out.summary
     print(
         f"nb_military_pdtp: {total:.1f} s for {prep.train.n} records ({total / GOAL_S:.2f}x the 30 s goal; "
-        f"read+prepare {t_read:.1f} s, leave-one-out {s['timings']['leave_one_out_s']:.1f} s; "
+        f"read+prepare {t_read:.1f} s, fit A(T) {s['timings']['fit_full_s']:.1f} s, "
+        f"leave-one-out {s['timings']['leave_one_out_s']:.1f} s; "
         f"peak RSS {rss:.2f} GB; engine {s['engine']}; max PDTP {s['max']:.3f}; "
         f"load {os.getloadavg()[0]:.1f})"
     )
