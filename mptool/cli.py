@@ -475,9 +475,9 @@ def make_purchase_cmd(
     seed: Annotated[int, typer.Option(help="Seed of the generator and of k-means.")] = 0,
     force: Annotated[bool, typer.Option(help="Overwrite --out if it exists.")] = False,
 ) -> int:
-    """Purchase-style data (Long et al. 5.1): binary purchase columns, k-means cluster labels.
+    """Purchase-style data: binary purchase columns and k-means cluster labels.
 
-    Writes columns c000.. (0/1) and 'class' (cluster index). Use it with a spec whose
+    The stand-in for the Kaggle purchase data of Long et al. section 5.1. Writes columns c000.. (0/1) and 'class' (cluster index). Use it with a spec whose
     data.label is 'class', e.g. estimator mlp with max_iter 30 (the paper's purchase NN).
     """
     from mptool.purchase import make_purchase
