@@ -477,8 +477,9 @@ def make_purchase_cmd(
 ) -> int:
     """Purchase-style data: binary purchase columns and k-means cluster labels.
 
-    The stand-in for the Kaggle purchase data of Long et al. section 5.1. Writes columns c000.. (0/1) and 'class' (cluster index). Use it with a spec whose
-    data.label is 'class', e.g. estimator mlp with max_iter 30 (the paper's purchase NN).
+    The stand-in for the Kaggle purchase data of Long et al. section 5.1. Writes columns
+    c000.. (0/1) and 'class' (cluster index). Use it with a spec whose data.label is
+    'class', e.g. estimator mlp with max_iter 30 (the paper's purchase NN).
     """
     from mptool.purchase import make_purchase
     from mptool.results import write_atomic
