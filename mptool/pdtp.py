@@ -83,6 +83,17 @@ def select_positions(prep: Prepared, records: list[int] | None, sample: int | No
     return np.arange(T.n, dtype=np.int64)
 
 
+def check_finite(p_full: np.ndarray, p_loo: np.ndarray, rows: np.ndarray, estimator: str) -> None:
+    """Refuse non-finite probabilities: a NaN PDTP would otherwise read as "DTP-1 holds"."""
+    bad = ~(np.isfinite(p_full).all(axis=1) & np.isfinite(p_loo).all(axis=1))
+    if bad.any():
+        raise InputError(
+            f"model: {estimator} gives non-finite probabilities for CSV row {rows[bad][0]} "
+            f"({int(bad.sum())} of {len(rows)} records), e.g. from a feature that is constant in T; "
+            "drop such columns or change model.params"
+        )
+
+
 def run_pdtp(
     prep: Prepared,
     options: PdtpOptions,
@@ -106,7 +117,15 @@ def run_pdtp(
         spec, prep.template, T, full_model, prep.classes, positions, jobs, options.backend, checkpoint=checkpoint
     )
     with progress(len(positions), f"leave-one-out ({engine.name})") as advance:
-        result = engine.run(request, advance)
+        try:
+            result = engine.run(request, advance)
+        except ValueError as exc:  # as in prepare.fit_checked: a fit the data or params make impossible
+            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            raise InputError(
+                f"model: leave-one-out with engine {engine.name} failed: {first} "
+                "(T minus one record may be too small or have a single class; raise data.train_size)"
+            ) from None
+    check_finite(result.p_full, result.p_loo, T.rows[positions], prep.choice.name)
     t_loo = time.perf_counter()
 
     bin_size = spec.output.bin_size
