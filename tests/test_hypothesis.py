@@ -117,7 +117,8 @@ def cases(draw: Any) -> tuple[str | pd.DataFrame, Any, list[str]]:
 
 
 def finite_pdtp(value: Any) -> bool:
-    return isinstance(value, float | int) and math.isfinite(value) and 0 <= value <= 7
+    """A PDTP is a finite log-ratio: at most ln(0.995/0.005) with bins, ln(1/1e-12) without."""
+    return isinstance(value, float | int) and math.isfinite(value) and 0 <= value <= -math.log(1e-12)
 
 
 @settings(
