@@ -42,7 +42,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return csv, spec
 
 
-N = 24
+N = 16
 RUNS = {
     "loky-1": ("--backend", "loky", "--jobs", "1"),
     "loky-2": ("--backend", "loky", "--jobs", "2"),

@@ -122,7 +122,7 @@ def finite_pdtp(value: Any) -> bool:
 
 
 @settings(
-    max_examples=45,
+    max_examples=40,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

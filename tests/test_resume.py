@@ -165,9 +165,9 @@ def test_reduce_dtp_interrupted_then_resumed(tmp_path: Path, monkeypatch: pytest
     import mptool.loo.refit as refit
 
     csv = tmp_path / "d.csv"
-    mixed_frame(24, seed=8).to_csv(csv, index=False)
+    mixed_frame(16, seed=8).to_csv(csv, index=False)
     spec = write_spec(tmp_path / "dt.yaml", "decision_tree", model={"params": {"max_depth": 3}})
-    args = ["reduce-dtp", csv, "--model", spec, "--engine", "refit", "--max-removals", "3", "--jobs", "1", "-q"]
+    args = ["reduce-dtp", csv, "--model", spec, "--engine", "refit", "--max-removals", "2", "--jobs", "1", "-q"]
     clean = run_cli(*args, "--out", tmp_path / "clean")
     assert clean.code in (0, 1), clean.stderr
 
@@ -175,7 +175,7 @@ def test_reduce_dtp_interrupted_then_resumed(tmp_path: Path, monkeypatch: pytest
 
     def stop_later(*a):
         calls.append(1)
-        if len(calls) == 12:
+        if len(calls) == 10:
             raise KeyboardInterrupt
         return real(*a)
 
