@@ -139,9 +139,10 @@ def session(backend: str = "loky", scheduler: str | None = None, jobs: int | Non
     here is shut down on exit; a remote one given with ``scheduler`` is only disconnected.
     """
     name = check_backend(backend, scheduler)
-    if _active["backend"] is not None:  # nested: the outer session stays in charge
+    if _active["backend"] == name:  # nested: the outer session stays in charge
         yield name
         return
+    previous = _active["backend"], _active["client"]
     client = cluster = None
     if name == "dask":
         client, cluster = _dask_client(scheduler, jobs)
@@ -151,7 +152,7 @@ def session(backend: str = "loky", scheduler: str | None = None, jobs: int | Non
     try:
         yield name
     finally:
-        _active.update(backend=None, client=None)
+        _active.update(backend=previous[0], client=previous[1])
         if client is not None:
             client.close()
         if cluster is not None:
