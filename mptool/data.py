@@ -157,6 +157,9 @@ def read_csv(path: str | Path) -> pd.DataFrame:
                     f"{path}: the header looks separated by {label}, not commas; "
                     "mptool reads comma-separated CSV: convert the file"
                 )
+    odd = [n for n in names if any(ord(ch) < 32 or ord(ch) == 127 for ch in n)]
+    if odd:
+        raise InputError(f"{path}: column name {odd[0]!r} contains a control character; rename the column")
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
         raise InputError(f"{path}: duplicate column name(s) {', '.join(map(repr, dups))}; rename them")

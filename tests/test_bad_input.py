@@ -89,6 +89,11 @@ def data_duplicate_columns(d: Path):
     return pdtp_args(d, csv, good_spec(d)), ["d.csv", "duplicate", "'x1'"]
 
 
+def data_control_character_in_header(d: Path):
+    csv = text_file(d, "a,x,\x00,label\n0,1,2,p\n1,0,2,q\n")
+    return pdtp_args(d, csv, good_spec(d)), ["d.csv", "'\\x00'", "control character"]
+
+
 def label_missing(d: Path):
     spec = good_spec(d, data={"label": "income"})
     return pdtp_args(d, good_csv(d), spec), ["d.csv", "data.label", "'income'"]
@@ -316,6 +321,7 @@ CASES: list[Case] = [
     data_semicolons,
     data_ragged_row,
     data_duplicate_columns,
+    data_control_character_in_header,
     label_missing,
     drop_unknown_column,
     one_class,
