@@ -83,6 +83,17 @@ def test_gaussian_nb_follows_standard_scaler(tmp_path: Path) -> None:
     assert_close(fast, ref, 1e-9)
 
 
+@pytest.mark.parametrize("estimator", ["bernoulli_nb", "multinomial_nb"])
+def test_discrete_nb_follows_scalers(tmp_path: Path, estimator: str) -> None:
+    """BernoulliNB binarises standardised numerics at the mean of T \\ {t}; MultinomialNB
+    min-max scales them to the extremes of T \\ {t} (unique minimum/maximum records, a
+    constant column)."""
+    df = awkward_frame()
+    df["x3"] = np.random.default_rng(5).integers(0, 4, len(df)).astype(float)  # ties at the mean
+    fast, ref, _ = run_both(tmp_path, df, estimator, NaiveBayesEngine())
+    assert_close(fast, ref, 1e-9)
+
+
 def test_gaussian_nb_category_seen_once_ill_conditioned(tmp_path: Path) -> None:
     """Removing the only 'purple' leaves a one-hot column of zeros with variance var_smoothing * 1:
     every class's log-likelihood gains -0.5e9 and sklearn's own answer carries ~1e-8 rounding,

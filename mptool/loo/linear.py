@@ -40,7 +40,7 @@ from threadpoolctl import threadpool_limits
 
 from mptool.data import Schema
 from mptool.loo.base import LooRequest, LooResult
-from mptool.loo.naive_bayes import GroupStats, _class_index, _scale_of, design_parts
+from mptool.loo.naive_bayes import GroupStats, _class_index, _scale_of, design_parts, scaler_kind
 from mptool.models import fit, proba_in
 from mptool.parallel import chunk_positions, run_tasks
 from mptool.spec import Spec
@@ -170,7 +170,11 @@ class LogisticWarmEngine:
         if est.class_weight is not None:
             return "class_weight (balanced weights change with T)"
         parts = design_parts(template)
-        return parts if isinstance(parts, str) else None
+        if isinstance(parts, str):
+            return parts
+        if parts[1] and scaler_kind(template) != "standard":
+            return "numerics behind a scaler other than StandardScaler"
+        return None
 
     def run(self, request: LooRequest, advance: Callable[[int], None]) -> LinearLooResult:
         T = request.train

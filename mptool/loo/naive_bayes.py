@@ -9,13 +9,16 @@ The engine follows the whole pipeline exactly or refuses it:
 
 - ``CategoricalNB`` behind mptool's ``DomainEncoder`` (fixed domains; ``min_categories``
   set to the domain sizes), scalar ``alpha`` > 0, no ``class_prior``.
-- ``BernoulliNB`` / ``MultinomialNB`` over a fixed design: one-hot categoricals, binned
-  numerics, or raw numerics (``preprocess: none`` without an imputer). A scaler fitted on T
-  moves every record's binarised / scaled value when t leaves, so those pipelines are refused.
+- ``BernoulliNB`` / ``MultinomialNB`` over a fixed design (one-hot categoricals, binned
+  numerics, raw numerics with ``preprocess: none``), plus the scaler mptool puts in front of
+  them: ``MultinomialNB`` behind ``MinMaxScaler(clip=True)`` (extremes of T \\ {t}, so
+  every record's scaled value moves when t held the minimum or maximum) and ``BernoulliNB``
+  (binarize 0) behind ``StandardScaler`` (a value is 1 when it exceeds the mean of T \\ {t});
+  see ``_NumericBlock``. Other scaler/estimator pairings are refused.
 - ``GaussianNB``: fixed design plus ``StandardScaler`` numerics; the scaler's mean and
   standard deviation are downdated per record and the class statistics re-expressed in the
   new coordinates, and ``var_smoothing * max variance`` is recomputed on T \\ {t}.
-- Never: ``SimpleImputer`` (its median moves), ``MinMaxScaler``, class priors given by hand.
+- Never: ``SimpleImputer`` (its median moves), class priors given by hand.
 
 A class whose only record leaves disappears from A(T\\{t}); its probability is 0, as in
 ``models.proba_in``.
@@ -39,7 +42,7 @@ from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
 from sklearn.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import OneHotEncoder, StandardScaler
+from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.loo.base import LooRequest, LooResult
 from mptool.models import DomainEncoder, proba_in
@@ -241,10 +244,28 @@ def design_parts(template: Any) -> tuple[list[tuple[Any, list[str]]], list[str],
             if not (sc.with_mean and sc.with_std):
                 return "StandardScaler without mean or std"
             scaled.extend(cols)
+        elif len(inner) == 1 and isinstance(inner[0], MinMaxScaler):
+            sc = inner[0]
+            if not sc.clip or tuple(sc.feature_range) != (0, 1):
+                return "MinMaxScaler without clip=True and feature_range (0, 1)"
+            scaled.extend(cols)
         else:
             kinds = ", ".join(type(s).__name__ for s in inner)
             return f"'{name}' ({kinds}) is fitted on T and moves when t leaves"
     return stateless, scaled, est
+
+
+def scaler_kind(template: Any) -> str | None:
+    """'standard' or 'minmax' for the scaler of the numeric block, None without one."""
+    if not isinstance(template, Pipeline) or len(template.steps) != 2:
+        return None
+    for _, tr, _ in template.steps[0][1].transformers:
+        inner = [s for _, s in tr.steps] if isinstance(tr, Pipeline) else [tr]
+        if len(inner) == 1 and isinstance(inner[0], StandardScaler):
+            return "standard"
+        if len(inner) == 1 and isinstance(inner[0], MinMaxScaler):
+            return "minmax"
+    return None
 
 
 def build_design(template: Any, X: pd.DataFrame) -> Design:
@@ -370,6 +391,63 @@ def gaussian_loo(design: Design, y_idx: np.ndarray, n_classes: int, positions: n
     return out
 
 
+class _NumericBlock:
+    """Raw numerics that a scaler fitted on T transforms; their per-class sums or counts on T \\ {t}.
+
+    - MultinomialNB behind MinMaxScaler(clip=True): x' = x * scale + offset with
+      scale = 1 / (max' - min') (1 when the range is 0) and offset = -min' * scale, where
+      min'/max' are the extremes of T \\ {t} (the second smallest/largest value when x_t
+      alone held one). The class feature count is sum x' = scale * S_c' + n_c' * offset;
+      x_t' is clipped into [0, 1].
+    - BernoulliNB (binarize 0) behind StandardScaler: (x - mu')/s' > 0 exactly when
+      x > mu', with mu' = (S - x_t) / (n - 1); the class count of values above mu' comes from
+      the sorted class values.
+    """
+
+    def __init__(self, raw: np.ndarray, y_idx: np.ndarray, n_classes: int) -> None:
+        self.raw, self.y_idx, self.C = raw, y_idx, n_classes
+        self.n = len(raw)
+        Y = np.eye(n_classes)[y_idx]
+        self.sums = Y.T @ raw  # (C, q)
+        self.total = raw.sum(axis=0)
+        self.counts = Y.sum(axis=0)
+        self.sorted = [np.sort(raw[y_idx == c], axis=0) for c in range(n_classes)]
+        srt = np.sort(raw, axis=0)
+        self.lo, self.hi = srt[0], srt[-1]
+        self.lo2 = srt[1] if self.n > 1 else srt[0]  # equals lo when the minimum is shared
+        self.hi2 = srt[-2] if self.n > 1 else srt[-1]
+
+    def minmax(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = self.raw[pos]
+        yt = self.y_idx[pos]
+        r = len(pos)
+        lo = np.where(x == self.lo, self.lo2, self.lo)
+        hi = np.where(x == self.hi, self.hi2, self.hi)
+        rng = hi - lo
+        scale = 1.0 / np.where(rng < 10 * np.finfo(float).eps, 1.0, rng)
+        offset = -lo * scale
+        sums = np.broadcast_to(self.sums, (r, *self.sums.shape)).copy()
+        sums[np.arange(r), yt] -= x
+        cnt = np.broadcast_to(self.counts, (r, self.C)).copy()
+        cnt[np.arange(r), yt] -= 1
+        fc = sums * scale[:, None, :] + cnt[:, :, None] * offset[:, None, :]
+        return fc, np.clip(x * scale + offset, 0.0, 1.0)
+
+    def bernoulli(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = self.raw[pos]
+        yt = self.y_idx[pos]
+        r, q = x.shape
+        mu = (self.total - x) / (self.n - 1)
+        above = np.empty((r, self.C, q))
+        for c in range(self.C):
+            for j in range(q):
+                col = self.sorted[c][:, j]
+                above[:, c, j] = len(col) - np.searchsorted(col, mu[:, j], side="right")
+        xb = (x > mu).astype(float)
+        above[np.arange(r), yt] -= xb
+        return above, xb
+
+
 def discrete_loo(design: Design, y_idx: np.ndarray, n_classes: int, positions: np.ndarray,
                  advance: Callable[[int], None]) -> np.ndarray:
     """p_{A(T\\{t})}(.|x_t) of BernoulliNB / MultinomialNB over a fixed design, every t.
@@ -386,6 +464,7 @@ def discrete_loo(design: Design, y_idx: np.ndarray, n_classes: int, positions: n
     Y = np.eye(n_classes)[y_idx]
     fc = Y.T @ X
     cc = Y.sum(axis=0)
+    numeric = _NumericBlock(design.raw, y_idx, n_classes) if design.raw.shape[1] else None
     out = np.empty((len(positions), n_classes))
     for start in range(0, len(positions), BLOCK // 16):
         pos = positions[start : start + BLOCK // 16]
@@ -397,6 +476,10 @@ def discrete_loo(design: Design, y_idx: np.ndarray, n_classes: int, positions: n
         fcs[rows, yt] -= x
         ccs = np.broadcast_to(cc, (r, n_classes)).copy()
         ccs[rows, yt] -= 1
+        if numeric is not None:
+            num_fc, num_x = numeric.bernoulli(pos) if bern else numeric.minmax(pos)
+            fcs = np.concatenate([fcs, num_fc], axis=2)
+            x = np.concatenate([x, num_x], axis=1)
         smoothed = fcs + alpha
         with np.errstate(divide="ignore", invalid="ignore"):
             if bern:
@@ -439,11 +522,12 @@ class NaiveBayesEngine:
         parts = design_parts(template)
         if isinstance(parts, str):
             return parts
-        if parts[1] and not isinstance(est, GaussianNB):
-            return (
-                f"{type(est).__name__} sees numerics scaled on T (the scale moves when t leaves, and with "
-                "it every record's value): give them model.bins edges or use preprocess: none"
-            )
+        kind = scaler_kind(template) if parts[1] else None
+        followed = {GaussianNB: "standard", MultinomialNB: "minmax", BernoulliNB: "standard"}[type(est)]
+        if kind is not None and kind != followed:
+            return f"{type(est).__name__} behind a {kind} scaler: only {followed} scaling is followed"
+        if kind == "standard" and isinstance(est, BernoulliNB) and est.binarize != 0:
+            return "BernoulliNB on standardised numerics is followed only with binarize: 0"
         return None
 
     def run(self, request: LooRequest, advance: Callable[[int], None]) -> LooResult:
