@@ -200,6 +200,10 @@ def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipel
     est = choice.make()
     names = schema.names
     if spec.model.preprocess == "none":
+        if isinstance(est, CategoricalNB) and "min_categories" not in spec.model.params:
+            # Codes are the column values themselves: count every value up to the CSV's maximum,
+            # so T \ {t} lacking the largest value neither shrinks the smoothing nor breaks predict.
+            est.set_params(min_categories=np.asarray([int(max(c.maximum or 0, 0)) + 1 for c in schema.columns]))
         steps: list[Any] = []
         if any(c.has_missing for c in schema.columns):
             steps.append(SimpleImputer(strategy="median"))

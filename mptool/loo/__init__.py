@@ -22,8 +22,10 @@ EXACT_ENGINES: list[Engine] = [NaiveBayesEngine(), KnnEngine(), LogisticWarmEngi
 def select_engine(choice: str, spec: Spec, template: Any) -> Engine:
     """The engine for ``--engine auto|exact|refit``.
 
-    auto: the first exact engine that accepts the spec, else refit. exact: such an engine
-    or InputError with every engine's reason. refit: always the refit engine.
+    auto: the first exact engine that accepts the spec, else refit; an engine that is exact
+    only to a solver tolerance (``auto_refuses``) is skipped by auto unless the spec's tolerance
+    makes it agree with refit. exact: such an engine or InputError with every engine's reason.
+    refit: always the refit engine.
     """
     if choice not in ("auto", "exact", "refit"):
         raise InputError(f"--engine must be auto, exact or refit (got '{choice}')")
@@ -32,6 +34,8 @@ def select_engine(choice: str, spec: Spec, template: Any) -> Engine:
     reasons = []
     for engine in EXACT_ENGINES:
         why = engine.refuses(spec, template)
+        if why is None and choice == "auto" and hasattr(engine, "auto_refuses"):
+            why = engine.auto_refuses(spec, template)
         if why is None:
             return engine
         reasons.append(f"{engine.name}: {why}")
