@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from mptool.errors import InputError
 from mptool.loo.base import LooRequest, LooResult
@@ -42,15 +43,18 @@ def loo_chunk(template: Any, X: pd.DataFrame, y: np.ndarray, classes: np.ndarray
     """
     out = np.empty((len(positions), len(classes)))
     keep = np.ones(len(y), dtype=bool)
-    for i, t in enumerate(positions):
-        keep[t] = False
-        try:
-            model = fit(template, X.iloc[keep], y[keep])
-            out[i] = proba_in(model, X.iloc[[t]], classes)[0]
-        except (ValueError, TypeError) as exc:
-            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-            raise LooFitError(detail, int(t)) from None
-        keep[t] = True
+    # One BLAS thread per fit: parallelism comes from the workers, and small fits are much
+    # slower when BLAS threads compete with them for the same cores.
+    with threadpool_limits(limits=1, user_api="blas"):
+        for i, t in enumerate(positions):
+            keep[t] = False
+            try:
+                model = fit(template, X.iloc[keep], y[keep])
+                out[i] = proba_in(model, X.iloc[[t]], classes)[0]
+            except (ValueError, TypeError) as exc:
+                detail = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+                raise LooFitError(detail, int(t)) from None
+            keep[t] = True
     return out
 
 
