@@ -113,7 +113,7 @@ def verdict_block(inputs: ReportInputs) -> dict[str, Any]:
             f"mptool pdtp exited with code {code} ({'finding' if failed else 'pass'})."
         )
         advice = (
-            "The classifier should not be published as is (Long et al., section 4: DTP-1)."
+            "The classifier should not be published as is (Long et al., section 5: the DTP-1 rule)."
             if failed
             else "No audited record's PDTP exceeds the threshold (PDTP is a lower bound of DTP)."
         )
