@@ -207,10 +207,14 @@ def saving_on_interrupt(ckpt: Checkpoint) -> Iterator[None]:
     """On Ctrl-C, say on stderr what is saved and how to resume, then let the interrupt end the run (exit 130).
 
     Finished chunks are already on disk (each is saved as it arrives), so nothing else
-    needs saving here.
+    needs saving here. A run that stops on bad input (exit 2) cannot be resumed, so its
+    checkpoint is removed: a failed run leaves no partial files behind.
     """
     try:
         yield
+    except InputError:
+        ckpt.clear()
+        raise
     except KeyboardInterrupt:
         n = ckpt.saved_items() if ckpt.directory.exists() else 0
         print(
