@@ -23,11 +23,11 @@ from art.estimators.classification.scikitlearn import ScikitlearnClassifier
 from art.metrics import PDTP
 from sklearn.base import clone
 
-from mptool.bundled import ADULT_CSV, config
+from mptool.api.pdtp import PdtpOptions, run_pdtp
+from mptool.inputs.bundled import ADULT_CSV, config
+from mptool.inputs.prepare import fit_checked, prepare
+from mptool.inputs.spec import load_spec
 from mptool.loo.naive_bayes import _class_index
-from mptool.pdtp import PdtpOptions, run_pdtp
-from mptool.prepare import fit_checked, prepare
-from mptool.spec import load_spec
 
 N = 200
 

@@ -20,11 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from mptool.bundled import ADULT_CSV
-from mptool.prepare import prepare
-from mptool.protocol import AttackOptions, run_attack
-from mptool.purchase import make_purchase
-from mptool.spec import load_spec, parse_spec
+from mptool.attacks.protocol import AttackOptions, run_attack
+from mptool.inputs.bundled import ADULT_CSV
+from mptool.inputs.prepare import prepare
+from mptool.inputs.purchase import make_purchase
+from mptool.inputs.spec import load_spec, parse_spec
 
 CONFIGS = Path(__file__).resolve().parents[1] / "mptool" / "configs"
 

@@ -17,10 +17,10 @@ import time
 
 import yaml
 
-from mptool.bundled import ADULT_CSV, config
-from mptool.pdtp import PdtpOptions, run_pdtp
-from mptool.prepare import prepare
-from mptool.spec import parse_spec
+from mptool.api.pdtp import PdtpOptions, run_pdtp
+from mptool.inputs.bundled import ADULT_CSV, config
+from mptool.inputs.prepare import prepare
+from mptool.inputs.spec import parse_spec
 
 
 def quiet(total: int, label: str) -> contextlib.AbstractContextManager:

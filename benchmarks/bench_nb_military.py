@@ -16,9 +16,9 @@ import resource
 import time
 from pathlib import Path
 
-from mptool.pdtp import PdtpOptions, run_pdtp
-from mptool.prepare import prepare
-from mptool.spec import parse_spec
+from mptool.api.pdtp import PdtpOptions, run_pdtp
+from mptool.inputs.prepare import prepare
+from mptool.inputs.spec import parse_spec
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "military.csv.gz"
 SPEC = {

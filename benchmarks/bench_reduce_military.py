@@ -18,9 +18,9 @@ import argparse
 import time
 from contextlib import nullcontext
 
-from mptool.prepare import prepare
-from mptool.reduce import ReduceOptions, Strategy, run_reduce
-from mptool.spec import parse_spec
+from mptool.api.reduce import ReduceOptions, Strategy, run_reduce
+from mptool.inputs.prepare import prepare
+from mptool.inputs.spec import parse_spec
 
 DATA = "/work/shared/datasets/military.csv.gz"
 SPEC = {

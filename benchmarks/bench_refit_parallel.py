@@ -20,10 +20,10 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from mptool.bundled import ADULT_CSV, config  # noqa: E402
+from mptool.inputs.bundled import ADULT_CSV, config  # noqa: E402
+from mptool.inputs.prepare import fit_checked, prepare  # noqa: E402
+from mptool.inputs.spec import load_spec  # noqa: E402
 from mptool.loo import LooRequest, RefitEngine  # noqa: E402
-from mptool.prepare import fit_checked, prepare  # noqa: E402
-from mptool.spec import load_spec  # noqa: E402
 
 
 def main() -> None:

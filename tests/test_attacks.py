@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 
 from mptool.attacks import leakage, lira, targeted, threshold
+from mptool.attacks.protocol import binary_metrics, correlations, downsample_roc, parse_attacks
 from mptool.attacks.shadows import parse_source, synthesize, train_pool
 from mptool.attacks.untargeted import FeatureEncoder, train_untargeted
-from mptool.data import Column, Schema
-from mptool.errors import InputError
-from mptool.models import fit
-from mptool.protocol import binary_metrics, correlations, downsample_roc, parse_attacks
+from mptool.inputs.data import Column, Schema
+from mptool.inputs.models import fit
+from mptool.runtime.errors import InputError
 
 
 def _vec(rng: np.random.Generator, n: int, k: int) -> np.ndarray:

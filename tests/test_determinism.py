@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
 
-from mptool import parallel
+from mptool.runtime import parallel
 
 distributed = pytest.importorskip("distributed")
 

@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 from conftest import write_spec
 
-from mptool.calibration import bin_probabilities
+from mptool.inputs.models import fit, proba_in
+from mptool.inputs.prepare import fit_checked, prepare
+from mptool.inputs.spec import load_spec
 from mptool.loo import LooRequest, select_engine
 from mptool.loo.linear import lipschitz_constant
-from mptool.models import fit, proba_in
-from mptool.prepare import fit_checked, prepare
-from mptool.spec import load_spec
-from mptool.stability import beyond_pdtp, nb_delta, stability_bound
+from mptool.privacy.calibration import bin_probabilities
+from mptool.privacy.stability import beyond_pdtp, nb_delta, stability_bound
 
 #: n = 6, classes a (4) and b (2), m = 2 features with 3 and 2 values.
 TINY = pd.DataFrame(

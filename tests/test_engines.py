@@ -15,13 +15,13 @@ import pytest
 from conftest import mixed_frame, write_spec
 from threadpoolctl import threadpool_limits
 
-from mptool.calibration import bin_probabilities
+from mptool.inputs.prepare import fit_checked, prepare
+from mptool.inputs.spec import load_spec
 from mptool.loo import EXACT_ENGINES, LooRequest, RefitEngine, select_engine
 from mptool.loo.knn import KnnEngine
 from mptool.loo.linear import LogisticWarmEngine
 from mptool.loo.naive_bayes import CategoricalCounts, NaiveBayesEngine
-from mptool.prepare import fit_checked, prepare
-from mptool.spec import load_spec
+from mptool.privacy.calibration import bin_probabilities
 
 BINS = {"x1": [-1.0, 0.0, 1.0], "x2": [1.0, 2.0, 3.0], "const": [0.0]}
 

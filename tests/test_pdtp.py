@@ -15,11 +15,11 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from mptool.calibration import bin_probabilities
+from mptool.privacy.calibration import bin_probabilities
 
 
 def naive_bin(p: np.ndarray, width: float = 0.01) -> np.ndarray:
-    """Bin centre by explicit edge comparison (independent of mptool.calibration)."""
+    """Bin centre by explicit edge comparison (independent of mptool.privacy.calibration)."""
     out = np.empty_like(p, dtype=float)
     edges = [round(k * width, 10) for k in range(int(round(1 / width)) + 1)]
     for i, v in np.ndenumerate(p):

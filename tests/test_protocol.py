@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mptool.attacks.protocol import TAG_CANDIDATES, TAG_SPLIT, TAG_TARGETS, AttackOptions, run_attack
 from mptool.attacks.shadows import rng_for
-from mptool.calibration import bin_probabilities
-from mptool.models import fit, proba_in
-from mptool.prepare import prepare
-from mptool.protocol import TAG_CANDIDATES, TAG_SPLIT, TAG_TARGETS, AttackOptions, run_attack
-from mptool.spec import parse_spec
+from mptool.inputs.models import fit, proba_in
+from mptool.inputs.prepare import prepare
+from mptool.inputs.spec import parse_spec
+from mptool.privacy.calibration import bin_probabilities
 
 GRANTS = Path("/work/shared/datasets/grants.csv.gz")
 

@@ -17,8 +17,8 @@ import pytest
 from conftest import mixed_frame, run_cli, write_spec
 from sklearn.naive_bayes import CategoricalNB
 
-from mptool.errors import InputError
-from mptool.reduce import REDUCE_COLUMNS, State, Strategy, parse_strategy, removable_order
+from mptool.api.reduce import REDUCE_COLUMNS, State, Strategy, parse_strategy, removable_order
+from mptool.runtime.errors import InputError
 
 # A constructed set of 13 records (two categorical features, binary label) on which the
 # greedy trace is a sawtooth: max PDTP 1.358 -> 0.733 (DTP-1 holds) -> 3.611 (broken again).
@@ -232,9 +232,9 @@ def test_incremental_counts_match_generic_path(tmp_path: Path) -> None:
     """The counts-based categorical NB recompute gives the generic (fit + engine) trace."""
     from contextlib import nullcontext
 
-    from mptool.prepare import prepare
-    from mptool.reduce import ReduceOptions, run_reduce
-    from mptool.spec import load_spec
+    from mptool.api.reduce import ReduceOptions, run_reduce
+    from mptool.inputs.prepare import prepare
+    from mptool.inputs.spec import load_spec
 
     data = tmp_path / "mixed.csv"
     mixed_frame(n=80, seed=5).to_csv(data, index=False)

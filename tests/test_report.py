@@ -22,11 +22,11 @@ import pandas as pd
 import pytest
 from conftest import CliResult, mixed_frame, run_cli, write_spec
 
-from mptool.report import load_results, render
-from mptool.report.context import build_context, fmt
-from mptool.report.loader import parse_attacks
-from mptool.report.markdown import cell
-from mptool.report.templating import environment
+from mptool.outputs.report import load_results, render
+from mptool.outputs.report.context import build_context, fmt
+from mptool.outputs.report.loader import parse_attacks
+from mptool.outputs.report.markdown import cell
+from mptool.outputs.report.templating import environment
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 URL_ATTRS = {"src", "href", "action", "formaction", "poster", "data", "srcset", "xlink:href", "background"}

@@ -128,8 +128,8 @@ def square_or_stop(k: int, offset: int) -> int:
 
 
 def test_run_tasks_checkpoint_skips_finished_tasks(tmp_path: Path) -> None:
-    from mptool.checkpoint import Checkpoint, run_key
-    from mptool.parallel import checkpointing, run_tasks
+    from mptool.runtime.checkpoint import Checkpoint, run_key
+    from mptool.runtime.parallel import checkpointing, run_tasks
 
     key = run_key("test", "s" * 64, "d" * 64, {})
     first = Checkpoint.open(tmp_path, key, resume=False)

@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool.calibration import bin_probabilities
-from mptool.errors import InputError
-from mptool.models import fit, proba_in
-from mptool.parallel import chunk_positions, run_tasks
+from mptool.inputs.models import fit, proba_in
+from mptool.privacy.calibration import bin_probabilities
+from mptool.runtime.errors import InputError
+from mptool.runtime.parallel import chunk_positions, run_tasks
 
 #: Seed tags that keep the random streams of the phases apart.
 TAG_POOL, TAG_PAIRS, TAG_SYNTH = 101, 102, 103

@@ -22,7 +22,7 @@ import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
 
-from mptool.data import Schema
+from mptool.inputs.data import Schema
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from mptool.errors import InputError
+from mptool.inputs.spec import Spec
 from mptool.loo.base import Engine, LooRequest, LooResult
 from mptool.loo.knn import KnnEngine
 from mptool.loo.linear import LogisticWarmEngine
 from mptool.loo.naive_bayes import NaiveBayesEngine
 from mptool.loo.refit import RefitEngine
-from mptool.spec import Spec
+from mptool.runtime.errors import InputError
 
 __all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", "EXACT_ENGINES"]
 

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mptool.data import Records
-from mptool.spec import Spec
+from mptool.inputs.data import Records
+from mptool.inputs.spec import Spec
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class LooRequest:
     positions: np.ndarray  # positions in T of the records to evaluate
     jobs: int = 1
     backend: str = "loky"
-    checkpoint: Any = None  # mptool.checkpoint.Checkpoint: save finished chunks, skip saved ones (refit)
+    checkpoint: Any = None  # mptool.runtime.checkpoint.Checkpoint: save finished chunks, skip saved ones (refit)
 
 
 @dataclass(frozen=True)

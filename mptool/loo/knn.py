@@ -24,11 +24,11 @@ import numpy as np
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import Pipeline
 
+from mptool.inputs.models import proba_in
+from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.naive_bayes import _class_index, design_parts
 from mptool.loo.refit import loo_chunk
-from mptool.models import proba_in
-from mptool.spec import Spec
 
 #: Relative distance difference under which two neighbours count as tied.
 TIE_TOL = 1e-9

@@ -38,12 +38,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from threadpoolctl import threadpool_limits
 
-from mptool.data import Schema
+from mptool.inputs.data import Schema
+from mptool.inputs.models import fit, proba_in
+from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.naive_bayes import GroupStats, _class_index, _scale_of, design_parts, scaler_kind
-from mptool.models import fit, proba_in
-from mptool.parallel import chunk_positions, run_tasks
-from mptool.spec import Spec
+from mptool.runtime.parallel import chunk_positions, run_tasks
 
 #: Solvers that accept a warm start.
 WARM_SOLVERS = ("lbfgs", "newton-cg", "newton-cholesky", "sag", "saga")

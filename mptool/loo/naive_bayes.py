@@ -44,9 +44,9 @@ from sklearn.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, Multinom
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
+from mptool.inputs.models import DomainEncoder, proba_in
+from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
-from mptool.models import DomainEncoder, proba_in
-from mptool.spec import Spec
 
 #: Rows per vectorised block (bounds memory at about block * classes * features floats).
 BLOCK = 1 << 16

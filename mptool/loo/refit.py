@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from mptool.errors import InputError
+from mptool.inputs.models import fit, proba_in
+from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
-from mptool.models import fit, proba_in
-from mptool.parallel import chunk_positions, run_tasks
-from mptool.spec import Spec
+from mptool.runtime.errors import InputError
+from mptool.runtime.parallel import chunk_positions, run_tasks
 
-#: Checkpoint stage name of the leave-one-out chunks (``mptool.checkpoint``).
+#: Checkpoint stage name of the leave-one-out chunks (``mptool.runtime.checkpoint``).
 CHECKPOINT_STAGE = "loo"
 
 

@@ -15,8 +15,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mptool import __version__, ui
-from mptool.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, InputError
+from mptool import __version__
+from mptool.runtime import ui
+from mptool.runtime.errors import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, InputError
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 = DTP-1 holds (no record above the threshold); 1 = violation; "
@@ -80,7 +81,7 @@ def parse_rows(text: str | None) -> list[int] | None:
 
 def resolve_inputs(data: Path | None, model: Path | None, command: str, quiet: bool) -> tuple[Path, Path]:
     """DATA and --model, or the bundled Adult demo when both are omitted."""
-    from mptool.bundled import ADULT_CSV, DEMO_CONFIG
+    from mptool.inputs.bundled import ADULT_CSV, DEMO_CONFIG
 
     if data is None and model is None:
         ui.info(
@@ -159,13 +160,13 @@ def pdtp(
     p_loo, violation) and DIR/pdtp.json (summary + records). With no arguments, audits the
     bundled UCI Adult data with configs/adult-nb.yaml.
     """
-    from mptool.checkpoint import Checkpoint, options_dict, run_key, saving_on_interrupt
+    from mptool.api.pdtp import PdtpOptions, run_pdtp, select_positions
+    from mptool.inputs.prepare import prepare
+    from mptool.inputs.spec import load_spec
     from mptool.loo import select_engine
-    from mptool.parallel import check_backend, session
-    from mptool.pdtp import PdtpOptions, run_pdtp, select_positions
-    from mptool.prepare import prepare
-    from mptool.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
-    from mptool.spec import load_spec
+    from mptool.outputs.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
+    from mptool.runtime.checkpoint import Checkpoint, options_dict, run_key, saving_on_interrupt
+    from mptool.runtime.parallel import check_backend, session
 
     data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
     if threshold < 0:
@@ -245,13 +246,13 @@ def reduce_dtp(
     engine, threshold, timings, manifest, trace). With --write-clean, also DIR/clean-spec.yaml
     (train_size null): 'mptool pdtp CLEAN.csv --model DIR/clean-spec.yaml' reproduces best_max.
     """
-    from mptool.checkpoint import Checkpoint, options_dict, run_key, saving_on_interrupt
-    from mptool.parallel import check_backend, checkpointing, session
-    from mptool.prepare import prepare
-    from mptool.reduce import ReduceOptions, parse_strategy, print_trace, run_reduce
-    from mptool.reduce import write_clean as write_clean_csv
-    from mptool.results import default_out_dir, prepare_out_dir, to_csv, to_json, write_atomic
-    from mptool.spec import load_spec
+    from mptool.api.reduce import ReduceOptions, parse_strategy, print_trace, run_reduce
+    from mptool.api.reduce import write_clean as write_clean_csv
+    from mptool.inputs.prepare import prepare
+    from mptool.inputs.spec import load_spec
+    from mptool.outputs.results import default_out_dir, prepare_out_dir, to_csv, to_json, write_atomic
+    from mptool.runtime.checkpoint import Checkpoint, options_dict, run_key, saving_on_interrupt
+    from mptool.runtime.parallel import check_backend, checkpointing, session
 
     data_path, spec_path = resolve_inputs(data, model, "reduce-dtp", quiet)
     if threshold < 0:
@@ -357,12 +358,12 @@ def attack(
     precision, recall, f1, auc, advantage, tpr_at_1pct_fpr, tpr_at_0.1pct_fpr,
     correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}.
     """
-    from mptool.checkpoint import Checkpoint, options_dict, run_key, saving_on_interrupt
-    from mptool.parallel import check_backend, checkpointing, session
-    from mptool.prepare import prepare
-    from mptool.protocol import AttackOptions, parse_attacks, run_attack, summary_lines
-    from mptool.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
-    from mptool.spec import load_spec
+    from mptool.attacks.protocol import AttackOptions, parse_attacks, run_attack, summary_lines
+    from mptool.inputs.prepare import prepare
+    from mptool.inputs.spec import load_spec
+    from mptool.outputs.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
+    from mptool.runtime.checkpoint import Checkpoint, options_dict, run_key, saving_on_interrupt
+    from mptool.runtime.parallel import check_backend, checkpointing, session
 
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
     if jobs < 0:
@@ -432,8 +433,8 @@ def report(
     one file, no network. Markdown: verdict, summary and riskiest records for
     $GITHUB_STEP_SUMMARY ('--format md --out - >> "$GITHUB_STEP_SUMMARY"'). Overwrites --out.
     """
-    from mptool.report import FORMATS, load_results, output_paths, render
-    from mptool.results import write_atomic
+    from mptool.outputs.report import FORMATS, load_results, output_paths, render
+    from mptool.outputs.results import write_atomic
 
     if format not in FORMATS:
         raise InputError(f"--format must be one of {', '.join(FORMATS)} (got '{format}')")
@@ -481,8 +482,8 @@ def make_purchase_cmd(
     c000.. (0/1) and 'class' (cluster index). Use it with a spec whose data.label is
     'class', e.g. estimator mlp with max_iter 30 (the paper's purchase NN).
     """
-    from mptool.purchase import make_purchase
-    from mptool.results import write_atomic
+    from mptool.inputs.purchase import make_purchase
+    from mptool.outputs.results import write_atomic
 
     if out.exists() and not force:
         raise InputError(f"{out}: exists; pass --force to overwrite or choose another --out")

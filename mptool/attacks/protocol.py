@@ -46,14 +46,14 @@ from mptool.attacks.shadows import (
 from mptool.attacks.targeted import distance, frequency
 from mptool.attacks.threshold import expected_training_loss, threshold
 from mptool.attacks.untargeted import FeatureEncoder, train_untargeted
-from mptool.calibration import bin_probabilities
-from mptool.dtp import pdtp
-from mptool.errors import InputError
+from mptool.inputs.models import fit, proba_in
+from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
-from mptool.models import fit, proba_in
-from mptool.parallel import chunk_positions, resolve_jobs, run_tasks
-from mptool.prepare import Prepared, fit_checked
-from mptool.results import manifest
+from mptool.outputs.results import manifest
+from mptool.privacy.calibration import bin_probabilities
+from mptool.privacy.dtp import pdtp
+from mptool.runtime.errors import InputError
+from mptool.runtime.parallel import chunk_positions, resolve_jobs, run_tasks
 
 TAG_CANDIDATES, TAG_TARGETS, TAG_SPLIT = 1, 2, 3
 #: Most ROC points kept per attack in attack.json.

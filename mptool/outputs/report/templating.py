@@ -1,4 +1,4 @@
-"""The Jinja2 environment of the report templates (files in ``mptool/report/templates``)."""
+"""The Jinja2 environment of the report templates (files in ``mptool/outputs/report/templates``)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool.errors import InputError
-from mptool.spec import Spec
+from mptool.inputs.spec import Spec
+from mptool.runtime.errors import InputError
 
 #: A categorical column with more distinct values than this is refused (an id or free text).
 MAX_CATEGORIES = 1000

@@ -1,6 +1,6 @@
 """The report's content, independent of its format: verdict, tables and manifest.
 
-Turns :class:`~mptool.report.loader.ReportInputs` into plain dicts and lists of
+Turns :class:`~mptool.outputs.report.loader.ReportInputs` into plain dicts and lists of
 already-formatted strings, which the HTML and Markdown templates lay out. Numbers are
 formatted here, once, so both formats show the same values.
 """
@@ -15,7 +15,7 @@ import pandas as pd
 import yaml
 
 from mptool import __version__
-from mptool.report.loader import (
+from mptool.outputs.report.loader import (
     PRODUCER,
     RESULT_FILES,
     AttackResult,

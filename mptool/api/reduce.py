@@ -34,13 +34,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool.calibration import bin_probabilities
-from mptool.dtp import pdtp
-from mptool.errors import InputError
+from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import Engine, LooRequest, select_engine
-from mptool.parallel import resolve_jobs
-from mptool.prepare import Prepared, fit_checked
-from mptool.results import manifest
+from mptool.outputs.results import manifest
+from mptool.privacy.calibration import bin_probabilities
+from mptool.privacy.dtp import pdtp
+from mptool.runtime.errors import InputError
+from mptool.runtime.parallel import resolve_jobs
 
 #: Columns of DIR/reduce.csv, in order, with their meaning.
 REDUCE_COLUMNS = {
@@ -540,8 +540,8 @@ def clean_text(data_path: str, rows: np.ndarray, gzip_it: bool) -> bytes:
     """The CSV rows ``rows`` of ``data_path`` with the input's header and cell text, as file bytes."""
     import gzip
 
-    from mptool.data import read_rows_verbatim
-    from mptool.results import to_csv
+    from mptool.inputs.data import read_rows_verbatim
+    from mptool.outputs.results import to_csv
 
     text = to_csv(read_rows_verbatim(data_path, rows)).encode("utf-8")
     return gzip.compress(text, mtime=0) if gzip_it else text
@@ -556,9 +556,9 @@ def write_clean(prep: Prepared, outcome: ReduceOutcome, clean_path: Path, spec_p
     import yaml
     from sklearn.naive_bayes import CategoricalNB
 
-    from mptool.data import load_records
-    from mptool.results import write_atomic
-    from mptool.spec import parse_spec
+    from mptool.inputs.data import load_records
+    from mptool.inputs.spec import parse_spec
+    from mptool.outputs.results import write_atomic
 
     rows = prep.train.rows[outcome.clean_positions]
     gz = clean_path.name.endswith(".gz")

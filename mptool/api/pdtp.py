@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool.calibration import bin_probabilities
-from mptool.dtp import pdtp, summarize
-from mptool.errors import InputError
+from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
-from mptool.parallel import resolve_jobs
-from mptool.prepare import Prepared, fit_checked
-from mptool.results import manifest
-from mptool.stability import beyond_pdtp, resolve_queries
+from mptool.outputs.results import manifest
+from mptool.privacy.calibration import bin_probabilities
+from mptool.privacy.dtp import pdtp, summarize
+from mptool.privacy.stability import beyond_pdtp, resolve_queries
+from mptool.runtime.errors import InputError
+from mptool.runtime.parallel import resolve_jobs
 
 #: Per-record output columns, in order (``id`` only when the spec names an id column).
 PDTP_COLUMNS = {
@@ -102,7 +102,7 @@ def run_pdtp(
 ) -> PdtpOutcome:
     """Compute PDTP for the chosen records of T; ``progress(total, label)`` yields ``advance(n)``.
 
-    ``checkpoint`` (a :class:`mptool.checkpoint.Checkpoint`) lets the refit engine save
+    ``checkpoint`` (a :class:`mptool.runtime.checkpoint.Checkpoint`) lets the refit engine save
     finished chunks and skip those an interrupted run already saved (``--resume``).
     """
     t0 = time.perf_counter()

@@ -22,9 +22,9 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
-from mptool.data import Schema
-from mptool.errors import InputError
-from mptool.spec import ModelSpec, Spec
+from mptool.inputs.data import Schema
+from mptool.inputs.spec import ModelSpec, Spec
+from mptool.runtime.errors import InputError
 
 #: Short names → (dotted class path, default parameters). Users' params override defaults.
 SHORT_NAMES: dict[str, tuple[str, dict[str, Any]]] = {

@@ -40,14 +40,14 @@ from sklearn.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, Multinom
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import Pipeline
 
-from mptool.calibration import bin_probabilities
-from mptool.data import MISSING_CATEGORY, Records, read_csv
-from mptool.dtp import pdtp
-from mptool.errors import InputError
+from mptool.inputs.data import MISSING_CATEGORY, Records, read_csv
+from mptool.inputs.models import DomainEncoder, fit, proba_in
 from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.naive_bayes import CategoricalCounts, _alpha, _class_index, categorical_parts, design_parts
-from mptool.models import DomainEncoder, fit, proba_in
-from mptool.parallel import chunk_positions, run_tasks
+from mptool.privacy.calibration import bin_probabilities
+from mptool.privacy.dtp import pdtp
+from mptool.runtime.errors import InputError
+from mptool.runtime.parallel import chunk_positions, run_tasks
 
 
 def nb_delta(n: int, n_ymin: int, m: int, v: int | None = None) -> float:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mptool.report.context import build_context
-from mptool.report.loader import ReportInputs
-from mptool.report.templating import environment
+from mptool.outputs.report.context import build_context
+from mptool.outputs.report.loader import ReportInputs
+from mptool.outputs.report.templating import environment
 
 
 def cell(value: Any) -> str:

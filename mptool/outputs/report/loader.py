@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool.data import file_sha256, read_csv
-from mptool.errors import InputError
+from mptool.inputs.data import file_sha256, read_csv
+from mptool.runtime.errors import InputError
 
 #: The result files a report can use, per producing command.
 RESULT_FILES = {

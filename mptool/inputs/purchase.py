@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from sklearn.cluster import KMeans
 
-from mptool.errors import InputError
+from mptool.runtime.errors import InputError
 
 
 def make_purchase(

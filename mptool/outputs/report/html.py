@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool import ui
-from mptool.report import plots
-from mptool.report.context import best_prefix, build_context
-from mptool.report.loader import ReportInputs, attack_accuracy_columns, lookup, number, summary_of
-from mptool.report.templating import environment
+from mptool.outputs.report import plots
+from mptool.outputs.report.context import best_prefix, build_context
+from mptool.outputs.report.loader import ReportInputs, attack_accuracy_columns, lookup, number, summary_of
+from mptool.outputs.report.templating import environment
+from mptool.runtime import ui
 
 
 def _data_uri(svg: str) -> str:

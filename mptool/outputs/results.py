@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from mptool import __version__
-from mptool.errors import InputError
+from mptool.runtime.errors import InputError
 
 #: Libraries whose versions go into every manifest.
 TRACKED_PACKAGES = ("numpy", "pandas", "scikit-learn", "scipy", "joblib", "pydantic", "typer")

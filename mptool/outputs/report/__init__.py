@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mptool.report.loader import ReportInputs, load_results
+from mptool.outputs.report.loader import ReportInputs, load_results
 
 __all__ = ["ReportInputs", "load_results", "render", "FORMATS"]
 
@@ -22,11 +22,11 @@ def render(inputs: ReportInputs, fmt: str, top: int = 20, quiet: bool = True) ->
     """Rendered report text per format: {'html': ..., 'md': ...} as ``fmt`` asks."""
     out: dict[str, str] = {}
     if fmt in ("html", "both"):
-        from mptool.report.html import render_html
+        from mptool.outputs.report.html import render_html
 
         out["html"] = render_html(inputs, top, quiet)
     if fmt in ("md", "both"):
-        from mptool.report.markdown import render_markdown
+        from mptool.outputs.report.markdown import render_markdown
 
         out["md"] = render_markdown(inputs, top)
     return out

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from mptool.data import Records, draw_training_set, load_records
-from mptool.errors import InputError
-from mptool.models import EstimatorChoice, build_pipeline, fit, resolve_estimator
-from mptool.spec import Spec
+from mptool.inputs.data import Records, draw_training_set, load_records
+from mptool.inputs.models import EstimatorChoice, build_pipeline, fit, resolve_estimator
+from mptool.inputs.spec import Spec
+from mptool.runtime.errors import InputError
 
 
 @dataclass(frozen=True)

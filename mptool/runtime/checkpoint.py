@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from mptool import __version__
-from mptool.errors import InputError
-from mptool.results import to_json, write_atomic
+from mptool.outputs.results import to_json, write_atomic
+from mptool.runtime.errors import InputError
 
 #: Name of the checkpoint directory inside the output directory.
 CHECKPOINT_DIR = ".checkpoint"

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mptool.errors import InputError
+from mptool.runtime.errors import InputError
 
 
 class _Strict(BaseModel):

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed, parallel_config
 
-from mptool.errors import InputError
+from mptool.runtime.errors import InputError
 
 #: Accepted values of ``--backend``.
 BACKENDS = ("loky", "threading", "dask", "ray")
@@ -275,7 +275,7 @@ def task_fingerprint(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
 
 @contextmanager
 def checkpointing(ckpt: Any) -> Iterator[None]:
-    """Save every finished :func:`run_tasks` task in ``ckpt`` (a ``mptool.checkpoint.Checkpoint``) and reuse saved ones.
+    """Save every finished :func:`run_tasks` task in ``ckpt`` and reuse saved ones.
 
     A run makes its ``run_tasks`` calls in the same order every time (same inputs, same
     seed), so the k-th call of a resumed run is the k-th call of the interrupted one; a

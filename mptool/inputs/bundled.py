@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 CONFIG_DIR = PACKAGE_DIR / "configs"
 #: UCI Adult (Kohavi & Becker 1996, CC BY 4.0), train and test concatenated; see datasets.md.
 ADULT_CSV = PACKAGE_DIR / "data" / "adult.csv.gz"

@@ -1,0 +1,1 @@
+"""The operations behind the commands: ``pdtp`` (leave-one-out audit) and ``reduce`` (reduce-dtp)."""
