@@ -27,7 +27,7 @@ from mptool.api.pdtp import PdtpOptions, run_pdtp
 from mptool.inputs.bundled import ADULT_CSV, config
 from mptool.inputs.prepare import fit_checked, prepare
 from mptool.inputs.spec import load_spec
-from mptool.loo.naive_bayes import _class_index
+from mptool.loo.design import class_index
 
 N = 200
 
@@ -49,7 +49,7 @@ def main() -> None:
     t0 = time.perf_counter()
     full = fit_checked(prep.template, T)
     codes = np.asarray(full.steps[0][1].transform(T.X))
-    y = _class_index(T.y, prep.classes)
+    y = class_index(T.y, prep.classes)
     clf = clone(prep.template.steps[-1][1]).fit(codes, y)
     target = ScikitlearnClassifier(model=clf)
     extra = ScikitlearnClassifier(model=clone(prep.template.steps[-1][1]))

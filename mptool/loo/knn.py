@@ -27,7 +27,7 @@ from sklearn.pipeline import Pipeline
 from mptool.inputs.models import proba_in
 from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
-from mptool.loo.naive_bayes import _class_index, design_parts
+from mptool.loo.design import class_index, design_parts
 from mptool.loo.refit import loo_chunk
 
 #: Relative distance difference under which two neighbours count as tied.
@@ -81,7 +81,7 @@ class KnnEngine:
         knn: KNeighborsClassifier = model.steps[-1][1] if isinstance(model, Pipeline) else model
         pos = np.asarray(request.positions, dtype=np.int64)
         C = len(request.classes)
-        y_idx = _class_index(T.y, request.classes)
+        y_idx = class_index(T.y, request.classes)
         p_full = proba_in(model, T.X.iloc[pos], request.classes)
         k = knn.n_neighbors
         if k + 1 > T.n:  # the refit on n-1 records fails the same way it would

@@ -42,7 +42,7 @@ from mptool.inputs.data import Schema
 from mptool.inputs.models import fit, proba_in
 from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
-from mptool.loo.naive_bayes import GroupStats, _class_index, _scale_of, design_parts, scaler_kind
+from mptool.loo.design import GroupStats, class_index, design_parts, scale_of, scaler_kind
 from mptool.runtime.parallel import chunk_positions, run_tasks
 
 #: Solvers that accept a warm start.
@@ -98,7 +98,7 @@ def _warm_chunk(
         mu_t, s_t = mu, s
         if sl.stop > sl.start:
             m_new, m2_new = stats.without(raw[[t]], np.zeros(1, dtype=np.int64))
-            mu_t, s_t = m_new[0], _scale_of(m2_new[0] / (n - 1))
+            mu_t, s_t = m_new[0], scale_of(m2_new[0] / (n - 1))
             Zt[:, sl] = (raw - mu_t) / s_t
         same_classes = counts[y_idx[t]] > 1
         clf = warm if same_classes else clone(est)
@@ -217,7 +217,7 @@ class LogisticWarmEngine:
         else:
             raw, mu, s = np.empty((T.n, 0)), np.empty(0), np.empty(0)
         stats = GroupStats.of(raw, np.zeros(T.n, dtype=np.int64), 1)
-        y_idx = _class_index(T.y, request.classes)
+        y_idx = class_index(T.y, request.classes)
         chunks = chunk_positions(pos, request.jobs)
         parts_out = run_tasks(
             _warm_chunk,

@@ -36,17 +36,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from scipy.special import logsumexp
-from sklearn.base import clone
 from sklearn.compose import ColumnTransformer
 from sklearn.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.inputs.models import DomainEncoder, proba_in
 from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
+from mptool.loo.design import Design, GroupStats, build_design, class_index, design_parts, scale_of, scaler_kind
 
 #: Rows per vectorised block (bounds memory at about block * classes * features floats).
 BLOCK = 1 << 16
@@ -56,13 +54,6 @@ def _normalise(jll: np.ndarray, present: np.ndarray) -> np.ndarray:
     """Softmax over the classes present (absent ones get probability 0), like predict_proba."""
     jll = np.where(present, jll, -np.inf)
     return np.exp(jll - logsumexp(jll, axis=1, keepdims=True))
-
-
-def _class_index(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    codes = pd.Categorical(pd.Series(y, dtype=object), categories=list(classes)).codes.astype(np.int64)
-    if (codes < 0).any():
-        raise ValueError("a label is not among the classes")
-    return codes
 
 
 def _alpha(est: Any) -> float | None:
@@ -209,134 +200,6 @@ def categorical_parts(template: Any) -> tuple[DomainEncoder, CategoricalNB] | st
     return enc, est
 
 
-# --------------------------------------------------------------------------- fixed design
-
-
-@dataclass(frozen=True)
-class Design:
-    """The transformed features of T split into a T-independent block and scaled raw numerics."""
-
-    fixed: np.ndarray  # (n, d_fixed): one-hot / bins / raw numeric columns, independent of T
-    raw: np.ndarray  # (n, d_num): numerics a StandardScaler standardises on T
-    est: Any
-
-
-def design_parts(template: Any) -> tuple[list[tuple[Any, list[str]]], list[str], Any] | str:
-    """(stateless transformers with their columns, standardised columns, estimator) or why not."""
-    if not isinstance(template, Pipeline):
-        return "not a pipeline"
-    steps = [s for _, s in template.steps]
-    est = steps[-1]
-    if len(steps) == 1:
-        return [], [], est  # preprocess: none, nothing missing: raw numeric columns
-    if len(steps) != 2 or not isinstance(steps[0], ColumnTransformer):
-        return "a median imputer fitted on T (missing values) moves when t leaves"
-    stateless: list[tuple[Any, list[str]]] = []
-    scaled: list[str] = []
-    for name, tr, cols in steps[0].transformers:
-        inner = [s for _, s in tr.steps] if isinstance(tr, Pipeline) else [tr]
-        if all(isinstance(s, DomainEncoder | OneHotEncoder) for s in inner):
-            if any(isinstance(s, OneHotEncoder) and s.categories == "auto" for s in inner):
-                return f"'{name}' one-hot categories are learned from T"
-            stateless.append((tr, list(cols)))
-        elif len(inner) == 1 and isinstance(inner[0], StandardScaler):
-            sc = inner[0]
-            if not (sc.with_mean and sc.with_std):
-                return "StandardScaler without mean or std"
-            scaled.extend(cols)
-        elif len(inner) == 1 and isinstance(inner[0], MinMaxScaler):
-            sc = inner[0]
-            if not sc.clip or tuple(sc.feature_range) != (0, 1):
-                return "MinMaxScaler without clip=True and feature_range (0, 1)"
-            scaled.extend(cols)
-        else:
-            kinds = ", ".join(type(s).__name__ for s in inner)
-            return f"'{name}' ({kinds}) is fitted on T and moves when t leaves"
-    return stateless, scaled, est
-
-
-def scaler_kind(template: Any) -> str | None:
-    """'standard' or 'minmax' for the scaler of the numeric block, None without one."""
-    if not isinstance(template, Pipeline) or len(template.steps) != 2:
-        return None
-    for _, tr, _ in template.steps[0][1].transformers:
-        inner = [s for _, s in tr.steps] if isinstance(tr, Pipeline) else [tr]
-        if len(inner) == 1 and isinstance(inner[0], StandardScaler):
-            return "standard"
-        if len(inner) == 1 and isinstance(inner[0], MinMaxScaler):
-            return "minmax"
-    return None
-
-
-def build_design(template: Any, X: pd.DataFrame) -> Design:
-    """Transform T with the T-independent parts; keep standardised columns raw."""
-    parts = design_parts(template)
-    assert not isinstance(parts, str)
-    stateless, scaled, est = parts
-    if len(template.steps) == 1:
-        fixed = X.to_numpy(dtype=float)
-    else:
-        blocks = [np.asarray(clone(tr).fit(X[cols]).transform(X[cols]), dtype=float) for tr, cols in stateless]
-        fixed = np.hstack(blocks) if blocks else np.empty((len(X), 0))
-    raw = X[scaled].to_numpy(dtype=float) if scaled else np.empty((len(X), 0))
-    return Design(fixed, raw, est)
-
-
-@dataclass(frozen=True)
-class GroupStats:
-    """Per-group count, mean, sum of squared deviations (M2), extremes and how often they occur."""
-
-    count: np.ndarray  # (G,)
-    mean: np.ndarray  # (G, d)
-    m2: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-    n_lo: np.ndarray
-    n_hi: np.ndarray
-
-    @classmethod
-    def of(cls, values: np.ndarray, groups: np.ndarray, n_groups: int) -> GroupStats:
-        d = values.shape[1]
-        count = np.bincount(groups, minlength=n_groups).astype(float)
-        arrays = [np.zeros((n_groups, d)) for _ in range(6)]
-        mean, m2, lo, hi, n_lo, n_hi = arrays
-        for g in range(n_groups):
-            v = values[groups == g]
-            if len(v) == 0:
-                continue
-            mean[g] = v.mean(axis=0)
-            m2[g] = ((v - mean[g]) ** 2).sum(axis=0)
-            lo[g], hi[g] = v.min(axis=0), v.max(axis=0)
-            n_lo[g], n_hi[g] = (v == lo[g]).sum(axis=0), (v == hi[g]).sum(axis=0)
-        return cls(count, mean, m2, lo, hi, n_lo, n_hi)
-
-    def without(self, x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and M2 of group ``g[k]`` with the value row ``x[k]`` removed, for each k.
-
-        Welford downdate; a group left with a single distinct value gets M2 = 0 exactly and
-        that value as mean (the downdate alone could leave rounding residue where a fresh
-        fit gets exactly 0).
-        """
-        n = self.count[g][:, None]
-        mean, lo, hi, n_lo, n_hi = self.mean[g], self.lo[g], self.hi[g], self.n_lo[g], self.n_hi[g]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            new_mean = (n * mean - x) / (n - 1)
-            new_m2 = np.maximum(self.m2[g] - (x - mean) * (x - new_mean), 0.0)
-        two_values = n_lo + n_hi == n
-        left_hi = (x == lo) & (n_lo == 1) & two_values
-        left_lo = (x == hi) & (n_hi == 1) & two_values
-        same = lo == hi
-        new_mean = np.where(left_hi, hi, np.where(left_lo | same, lo, new_mean))
-        new_m2 = np.where(left_hi | left_lo | same, 0.0, new_m2)
-        return new_mean, new_m2
-
-
-def _scale_of(var: np.ndarray) -> np.ndarray:
-    """StandardScaler's scale: sqrt(var), with 1 where the variance is (near) zero."""
-    scale = np.sqrt(var)
-    return np.where(scale < 10 * np.finfo(float).eps, 1.0, scale)
-
-
 def gaussian_loo(design: Design, y_idx: np.ndarray, n_classes: int, positions: np.ndarray,
                  advance: Callable[[int], None]) -> np.ndarray:
     """p_{A(T\\{t})}(.|x_t) of GaussianNB (with standardised numerics), every t in ``positions``.
@@ -364,7 +227,7 @@ def gaussian_loo(design: Design, y_idx: np.ndarray, n_classes: int, positions: n
         gnew = gstats.without(X[pos], zeros[pos])
         gmu, gvar = gnew[0], gnew[1] / (n - 1)  # (r, d): statistics of T \ {t}
         mu = np.where(scaled, gmu, 0.0)
-        s = np.where(scaled, _scale_of(gvar), 1.0)
+        s = np.where(scaled, scale_of(gvar), 1.0)
         # class statistics after removal, (r, C, d)
         loo_cnt = np.broadcast_to(cnt, (r, n_classes)).copy()
         loo_cnt[np.arange(r), yt] -= 1
@@ -533,7 +396,7 @@ class NaiveBayesEngine:
     def run(self, request: LooRequest, advance: Callable[[int], None]) -> LooResult:
         T = request.train
         est = request.template.steps[-1][1] if isinstance(request.template, Pipeline) else request.template
-        y_idx = _class_index(T.y, request.classes)
+        y_idx = class_index(T.y, request.classes)
         C = len(request.classes)
         pos = np.asarray(request.positions, dtype=np.int64)
         if isinstance(est, CategoricalNB):

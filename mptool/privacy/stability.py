@@ -43,7 +43,8 @@ from sklearn.pipeline import Pipeline
 from mptool.inputs.data import MISSING_CATEGORY, Records, read_csv
 from mptool.inputs.models import DomainEncoder, fit, proba_in
 from mptool.loo.base import LooRequest, LooResult
-from mptool.loo.naive_bayes import CategoricalCounts, _alpha, _class_index, categorical_parts, design_parts
+from mptool.loo.design import class_index, design_parts
+from mptool.loo.naive_bayes import CategoricalCounts, _alpha, categorical_parts
 from mptool.privacy.calibration import bin_probabilities
 from mptool.privacy.dtp import pdtp
 from mptool.runtime.errors import InputError
@@ -85,7 +86,7 @@ def stability_bound(template: Any, train: Records, classes: np.ndarray) -> Bound
     """The DTP upper bound that applies to ``template`` on T (see the module docstring)."""
     est = _estimator(template)
     n = train.n
-    counts = np.bincount(_class_index(train.y, classes), minlength=len(classes))
+    counts = np.bincount(class_index(train.y, classes), minlength=len(classes))
     n_ymin = int(counts.min())
     if type(est) is CategoricalNB:
         pre = template.steps[0][1] if isinstance(template, Pipeline) and len(template.steps) == 2 else None
@@ -220,7 +221,7 @@ def query_dtp(request: LooRequest, Xq: pd.DataFrame, bin_size: float, advance: C
         enc, est = parts
         cols = list(request.template.steps[0][1].transformers[0][2])
         codes, qcodes = enc.transform(T.X[cols]), enc.transform(Xq[cols])
-        y_idx = _class_index(T.y, request.classes)
+        y_idx = class_index(T.y, request.classes)
         counts = CategoricalCounts.from_codes(
             codes, y_idx, len(request.classes), np.asarray(est.min_categories), _alpha(est), est.fit_prior
         )
