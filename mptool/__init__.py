@@ -2,6 +2,30 @@
 
 The metrics follow Long, Bindschaedler & Gunter, *Towards Measuring Membership Privacy*
 (pointwise differential training privacy, PDTP; DTP-1).
+
+The public Python API (:mod:`mptool.api.operations`), loaded on first use so that
+``import mptool`` stays light::
+
+    import mptool
+    result = mptool.pdtp("data.csv", "spec.yaml")      # or a DataFrame and a dict
+    result.verdict, result.summary["max"], result.table
+    mptool.attack(...), mptool.reduce_dtp(...)
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+_API = ("pdtp", "attack", "reduce_dtp", "PdtpResult", "AttackResult", "ReduceResult", "as_spec")
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the API lazily: ``mptool.pdtp`` etc. come from :mod:`mptool.api.operations`."""
+    if name in _API:
+        from mptool.api import operations
+
+        return getattr(operations, name)
+    raise AttributeError(f"module 'mptool' has no attribute {name!r}")

@@ -1,5 +1,10 @@
-"""mptool's command line: a thin typer layer over :mod:`mptool.api`."""
+"""mptool's command line: a thin typer layer over :mod:`mptool.api.operations`.
 
-from mptool.cli.app import app, main
+``app.py`` holds the typer app and shared options, one module per subcommand registers its
+command on it, ``main.py`` maps outcomes to exit codes.
+"""
+
+from mptool.cli.app import app
+from mptool.cli.main import main
 
 __all__ = ["app", "main"]

@@ -176,15 +176,36 @@ def _first_row(mask: pd.Series) -> int:
     return int(mask.to_numpy().nonzero()[0][0])
 
 
-def load_records(path: str | Path, spec: Spec) -> Records:
-    """Read the CSV and apply the spec's data section: the usable population of records.
+def frame_input(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """A caller's DataFrame as if read from CSV: string column names, unique, rows 0..n-1; and its SHA-256.
+
+    The hash is over the frame's CSV text, so the same values give the same manifest hash.
+    """
+    if not isinstance(frame, pd.DataFrame) or len(frame) == 0 or len(frame.columns) == 0:
+        raise InputError("data: the DataFrame is empty; it needs columns and rows")
+    names = [str(c) for c in frame.columns]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise InputError(f"data: duplicate column name(s) {', '.join(map(repr, dups))}; rename them")
+    df = frame.copy()
+    df.columns = names
+    df = df.reset_index(drop=True)
+    return df, hashlib.sha256(df.to_csv(index=False, lineterminator="\n").encode()).hexdigest()
+
+
+def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
+    """Read the CSV (or take a DataFrame) and apply the spec's data section: the usable population of records.
 
     Returns every usable row (after the ``missing`` policy) with its 0-based CSV row
-    number. Raises InputError, naming the file, column and row, for anything unusable.
+    number (DataFrame: its 0-based position). Raises InputError, naming the file, column
+    and row, for anything unusable.
     """
     ds = spec.data
-    df = read_csv(path)
-    where = str(path)
+    if isinstance(path, pd.DataFrame):
+        df, sha256 = frame_input(path)
+        where = "data (DataFrame)"
+    else:
+        df, sha256, where = read_csv(path), "", str(path)
     columns = list(df.columns)
     for key, name in (("data.label", ds.label), ("data.id", ds.id)):
         if name is not None and name not in columns:
@@ -277,7 +298,7 @@ def load_records(path: str | Path, spec: Spec) -> Records:
         ids=None if ds.id is None else df[ds.id].to_numpy(),
         schema=schema,
         source=where,
-        sha256=file_sha256(path),
+        sha256=sha256 or file_sha256(path),
         notes=tuple(notes),
     )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from mptool.inputs.data import Records, draw_training_set, load_records
 from mptool.inputs.models import EstimatorChoice, build_pipeline, fit, resolve_estimator
@@ -33,7 +34,7 @@ class Prepared:
         return self.train.notes
 
 
-def prepare(data_path: str | Path, spec: Spec, allow_imports: tuple[str, ...] = ()) -> Prepared:
+def prepare(data_path: str | Path | pd.DataFrame, spec: Spec, allow_imports: tuple[str, ...] = ()) -> Prepared:
     """Resolve the estimator (before reading data, so a bad spec fails fast), read the CSV, draw T."""
     choice = resolve_estimator(spec.model, spec.seed, allow_imports)
     population = load_records(data_path, spec)

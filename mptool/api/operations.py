@@ -1,0 +1,237 @@
+"""mptool's public Python API: the three audits as functions that return frozen results.
+
+Each operation takes the data (a CSV/Parquet path or a pandas DataFrame) and a model spec
+(a :class:`~mptool.inputs.spec.Spec`, a mapping shaped like the YAML, or a YAML path), runs
+the audit and returns a frozen result holding the per-record DataFrame and the JSON summary.
+Nothing here prints, writes a file or calls ``sys.exit``: bad input raises
+:class:`~mptool.runtime.errors.InputError` (the CLI maps it to exit 2). Progress and
+checkpoints are passed in (``progress``, ``checkpoint``), never reached for.
+
+- :func:`pdtp` -- PDTP of every (or each chosen) training record and the DTP-1 verdict
+  (Long et al., Definitions 4.3/4.4, sections 5.2 and 6).
+- :func:`attack` -- the membership attacks under the paper's protocol (section 5.4).
+- :func:`reduce_dtp` -- greedy / look-ahead removal until DTP-1 holds (section 8).
+
+Example (a notebook cell)::
+
+    import mptool
+    result = mptool.pdtp("adult.csv", "configs/adult-nb.yaml", records=[0, 5, 9])
+    result.verdict            # 'pass' or 'fail'
+    result.table.head()       # row, label, pdtp, worst_class, p_full, p_loo, violation, ...
+    result.summary["max"]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pandas as pd
+
+from mptool.api.pdtp import PdtpOptions, run_pdtp, select_positions
+from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
+from mptool.attacks.protocol import AttackOptions, parse_attacks, run_attack
+from mptool.inputs.prepare import Prepared, prepare
+from mptool.inputs.spec import Spec, load_spec, parse_spec
+from mptool.loo import select_engine
+from mptool.runtime.checkpoint import options_dict, run_key, saving_on_interrupt
+from mptool.runtime.parallel import check_backend, checkpointing, session
+
+Data = str | Path | pd.DataFrame
+SpecLike = Spec | Mapping[str, Any] | str | Path
+#: ``progress(total, label)`` is a context manager yielding ``advance(n)`` (see :func:`mptool.runtime.ui.progress`).
+Progress = Callable[[int, str], AbstractContextManager[Callable[[int], None]]]
+#: ``checkpoint(run_key)`` opens the run's checkpoint (see :class:`mptool.runtime.checkpoint.Checkpoint`).
+CheckpointFactory = Callable[[str], Any]
+
+
+@contextmanager
+def _no_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    yield lambda n: None
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """What an operation returns: the per-record table, the JSON summary and the spec it ran."""
+
+    table: pd.DataFrame
+    summary: Mapping[str, Any]
+    spec: Spec
+    notes: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        """'pass' or 'fail': DTP-1 holds (pdtp), no attack gate exceeded (attack), DTP-1 reached (reduce-dtp)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PdtpResult(AuditResult):
+    """:func:`pdtp`'s result: ``table`` has the columns of ``mptool.api.pdtp.PDTP_COLUMNS``."""
+
+    @property
+    def verdict(self) -> str:
+        return str(self.summary["verdict"])
+
+
+@dataclass(frozen=True)
+class AttackResult(AuditResult):
+    """:func:`attack`'s result: per-target ``table`` and per-attack metrics in ``attacks``."""
+
+    attacks: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def verdict(self) -> str:
+        return "fail" if self.summary["gate"]["exceeded"] else "pass"
+
+
+@dataclass(frozen=True)
+class ReduceResult(AuditResult):
+    """:func:`reduce_dtp`'s result: the step ``table`` (step 0 = nothing removed); ``outcome`` for write-clean."""
+
+    outcome: ReduceOutcome | None = None
+
+    @property
+    def verdict(self) -> str:
+        return "pass" if self.summary["reached"] else "fail"
+
+
+def as_spec(spec: SpecLike, overrides: Mapping[str, Any] | None = None) -> Spec:
+    """A validated :class:`Spec` from a Spec, a YAML-shaped mapping or a YAML file path."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if isinstance(spec, Spec):
+        return parse_spec(spec.model_dump(mode="json"), "spec", overrides) if overrides else spec
+    if isinstance(spec, Mapping):
+        return parse_spec(dict(spec), "spec", overrides)
+    return load_spec(spec, overrides)
+
+
+@contextmanager
+def _run_context(
+    backend: str, scheduler: str | None, jobs: int | None, ckpt: Any, tasks: bool = True
+) -> Iterator[None]:
+    """The parallel session; with a checkpoint, finished tasks are saved and reused (``tasks``), kept on interrupt."""
+    with ExitStack() as stack:
+        stack.enter_context(session(backend, scheduler, jobs))
+        if ckpt is not None:
+            if tasks:
+                stack.enter_context(checkpointing(ckpt))
+            stack.enter_context(saving_on_interrupt(ckpt))
+        yield
+
+
+def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = ()) -> Prepared:
+    """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec)."""
+    prep = prepare(data, spec, allow_import)
+    select_positions(prep, options.records, options.sample)
+    select_engine(options.engine, spec, prep.template)
+    return prep
+
+
+def pdtp(
+    data: Data,
+    spec: SpecLike,
+    *,
+    threshold: float = 1.0,
+    records: list[int] | None = None,
+    sample: int | None = None,
+    jobs: int | None = None,
+    engine: str = "auto",
+    queries: str = "self",
+    backend: str = "loky",
+    scheduler: str | None = None,
+    allow_import: tuple[str, ...] = (),
+    progress: Progress | None = None,
+    checkpoint: CheckpointFactory | None = None,
+    prepared: Prepared | None = None,
+) -> PdtpResult:
+    """PDTP of the training records of ``spec`` on ``data`` and the DTP-1 verdict (Long et al. 4.3-4.4, 5).
+
+    ``records`` are CSV row numbers in T, ``sample`` a seeded draw of K records of T.
+    ``prepared`` skips reading the data again when the caller already prepared it.
+    """
+    spec = as_spec(spec)
+    backend = check_backend(backend, scheduler)
+    options = PdtpOptions(threshold, records, sample, jobs, engine, backend=backend, queries=queries)
+    prep = prepared or prepare_pdtp(data, spec, options, allow_import)
+    key = run_key("pdtp", spec.sha256(), prep.train.sha256, options_dict(options))
+    ckpt = checkpoint(key) if checkpoint else None
+    with _run_context(backend, scheduler, jobs, ckpt, tasks=False):  # run_pdtp checkpoints per chunk itself
+        outcome = run_pdtp(prep, options, progress or _no_progress, checkpoint=ckpt)
+    return PdtpResult(outcome.table, MappingProxyType(outcome.summary), spec, tuple(prep.notes))
+
+
+def attack(
+    data: Data,
+    spec: SpecLike,
+    *,
+    attacks: str | tuple[str, ...] = "all",
+    candidates: int = 2000,
+    iterations: int = 10,
+    targets: int = 100,
+    shadows: int = 20,
+    pairs: int = 5,
+    shadow_pool: int = 0,
+    shadow_data: str = "population",
+    per_class: bool = False,
+    pdtp_iterations: int = 10,
+    max_accuracy: float | None = None,
+    max_auc: float | None = None,
+    jobs: int | None = None,
+    engine: str = "auto",
+    backend: str = "loky",
+    scheduler: str | None = None,
+    allow_import: tuple[str, ...] = (),
+    progress: Progress | None = None,
+    checkpoint: CheckpointFactory | None = None,
+    prepared: Prepared | None = None,
+) -> AttackResult:
+    """Membership attacks on ``spec`` under Long et al.'s protocol (5.4), per-target accuracy beside PDTP."""
+    spec = as_spec(spec)
+    options = AttackOptions(
+        attacks=parse_attacks(attacks) if isinstance(attacks, str) else tuple(attacks), candidates=candidates,
+        iterations=iterations, targets=targets, shadows=shadows, pairs=pairs, shadow_pool=shadow_pool,
+        shadow_data=shadow_data, per_class=per_class, pdtp_iterations=pdtp_iterations, jobs=jobs, engine=engine,
+        max_accuracy=max_accuracy, max_auc=max_auc, backend=check_backend(backend, scheduler),
+    )
+    prep = prepared or prepare(data, spec, allow_import)
+    key = run_key("attack", spec.sha256(), prep.train.sha256, options_dict(options))
+    ckpt = checkpoint(key) if checkpoint else None
+    with _run_context(options.backend, scheduler, jobs, ckpt):
+        outcome = run_attack(prep, options, progress or _no_progress)
+    return AttackResult(
+        outcome.table, MappingProxyType(outcome.summary), spec, (*prep.notes, *outcome.notes),
+        attacks=MappingProxyType(outcome.attacks),
+    )
+
+
+def reduce_dtp(
+    data: Data,
+    spec: SpecLike,
+    *,
+    threshold: float = 1.0,
+    max_removals: int = 50,
+    strategy: str = "greedy",
+    jobs: int | None = None,
+    engine: str = "auto",
+    backend: str = "loky",
+    scheduler: str | None = None,
+    allow_import: tuple[str, ...] = (),
+    progress: Progress | None = None,
+    checkpoint: CheckpointFactory | None = None,
+    prepared: Prepared | None = None,
+) -> ReduceResult:
+    """Records to remove so the classifier passes DTP-1 (Long et al. section 8): the trace and the best prefix."""
+    spec = as_spec(spec)
+    backend = check_backend(backend, scheduler)
+    options = ReduceOptions(threshold, max_removals, parse_strategy(strategy), jobs, engine, backend=backend)
+    prep = prepared or prepare(data, spec, allow_import)
+    key = run_key("reduce-dtp", spec.sha256(), prep.train.sha256, options_dict(options))
+    ckpt = checkpoint(key) if checkpoint else None
+    with _run_context(backend, scheduler, jobs, ckpt):
+        outcome = run_reduce(prep, options, progress or _no_progress)
+    return ReduceResult(outcome.table, MappingProxyType(outcome.summary), spec, tuple(prep.notes), outcome=outcome)

@@ -1,0 +1,131 @@
+"""``mptool attack``: flags -> :func:`mptool.api.operations.attack` -> attack.csv/json, gate exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mptool.cli.app import (
+    BackendOpt,
+    ResumeOpt,
+    SchedulerOpt,
+    app,
+    resolve_inputs,
+)
+from mptool.runtime import ui
+from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
+
+ATTACK_EXIT_HELP = (
+    "Exit codes: 0 = no gate given or no gate exceeded; 1 = --max-accuracy or --max-auc exceeded by the "
+    "strongest attack; 2 = bad input or usage; 3 = unexpected internal error; 130 = interrupted."
+)
+
+
+@app.command(epilog=ATTACK_EXIT_HELP)
+def attack(
+    data: Annotated[Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")] = None,
+    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")] = None,
+    attacks: Annotated[
+        str, typer.Option(help="Comma-separated: untargeted,distance,frequency,threshold,lira, or all.")
+    ] = "all",
+    candidates: Annotated[int, typer.Option(help="Size of the candidate set D drawn from the data (even).")] = 2000,
+    iterations: Annotated[int, typer.Option(help="Iterations; each trains A on both halves of D.")] = 10,
+    targets: Annotated[int, typer.Option(help="Target records drawn from D.")] = 100,
+    shadows: Annotated[int, typer.Option(help="Shadow models M of the untargeted and threshold attacks.")] = 20,
+    pairs: Annotated[int, typer.Option(help="In/out shadow pairs per target per iteration (targeted, LiRA).")] = 5,
+    shadow_pool: Annotated[
+        int, typer.Option(help="K > 0: one shared pool of K shadows on random halves of D for every attack.")
+    ] = 0,
+    shadow_data: Annotated[
+        str, typer.Option(help="Untargeted shadow data: population, marginals or noisy:F.")
+    ] = "population",
+    per_class: Annotated[bool, typer.Option(help="Untargeted: one attack model per class (Shokri).")] = False,
+    pdtp_iterations: Annotated[int, typer.Option(help="Iterations whose PDTP is measured and averaged.")] = 10,
+    max_accuracy: Annotated[float | None, typer.Option(help="Exit 1 if an attack's accuracy exceeds this.")] = None,
+    max_auc: Annotated[float | None, typer.Option(help="Exit 1 if an attack's ROC AUC exceeds this.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/attack-TIMESTAMP].")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")] = 0,
+    seed: Annotated[int | None, typer.Option(help="Override the spec's seed.")] = None,
+    bin_size: Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")] = None,
+    engine: Annotated[str, typer.Option(help="Leave-one-out engine for PDTP: auto, exact or refit.")] = "auto",
+    allow_import: Annotated[
+        list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result lines; no progress.")] = False,
+    backend: BackendOpt = "loky",
+    scheduler: SchedulerOpt = None,
+    resume: ResumeOpt = False,
+) -> int:
+    """Membership inference attacks under the paper's protocol, per-target accuracy beside PDTP.
+
+    Long et al. 5.4: D (--candidates rows) is split into halves each iteration; the model
+    trained on each half is attacked on every target, so each target is once a member and
+    once not. Attacks: untargeted (Shokri), distance and frequency (Long 5.3), threshold
+    (Yeom), lira (Carlini; online and offline). Without --shadow-pool, targeted attacks and
+    LiRA train --pairs fresh in/out pairs per target per iteration, as the paper does.
+
+    DIR/attack.csv, one row per target: row, [id], label, pdtp_mean, <attack>_accuracy per
+    attack (lira gives lira_ and lira_offline_), max_accuracy, lira_score (mean online
+    LiRA log-likelihood ratio while a member), kl_leakage (Farokhi-Kaafar), n_attacks,
+    pdtp_measurements. DIR/attack.json: {"summary": {...}, "attacks": {name: {accuracy,
+    precision, recall, f1, auc, advantage, tpr_at_1pct_fpr, tpr_at_0.1pct_fpr,
+    correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}.
+    """
+    from mptool.api.operations import attack as run
+    from mptool.attacks.protocol import parse_attacks, summary_lines
+    from mptool.inputs.prepare import prepare
+    from mptool.inputs.spec import load_spec
+    from mptool.outputs.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
+    from mptool.runtime.checkpoint import Checkpoint
+    from mptool.runtime.parallel import check_backend
+
+    data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
+    if jobs < 0:
+        raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
+    backend = check_backend(backend, scheduler)
+    names = parse_attacks(attacks)
+    if resume and out is None:
+        raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
+    spec = load_spec(spec_path, {"seed": seed, "output.bin_size": bin_size})
+    out_dir = prepare_out_dir(out or default_out_dir("attack"), ["attack.csv", "attack.json"], force)
+    prep = prepare(data_path, spec, tuple(allow_import or ()))
+    for note in prep.notes:
+        ui.warn(note)
+    opened: list[Checkpoint] = []
+
+    def open_checkpoint(key: str) -> Checkpoint:
+        opened.append(Checkpoint.open(out_dir, key, resume=resume, force=force))
+        ui.info(
+            f"candidate set D: {candidates} of {prep.population.n} records from {data_path}; "
+            f"estimator {spec.model.estimator}; attacks {', '.join(names)}",
+            quiet,
+        )
+        return opened[0]
+
+    result = run(
+        data_path, spec, attacks=names, candidates=candidates, iterations=iterations, targets=targets,
+        shadows=shadows, pairs=pairs, shadow_pool=shadow_pool, shadow_data=shadow_data, per_class=per_class,
+        pdtp_iterations=pdtp_iterations, max_accuracy=max_accuracy, max_auc=max_auc, jobs=jobs or None,
+        engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
+        checkpoint=open_checkpoint, prepared=prep,
+    )
+    ckpt = opened[0]
+    if ckpt.reused:
+        ui.info(f"resumed: {sum(ckpt.reused.values())} finished task(s) taken from {ckpt.directory}", quiet)
+    summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
+    document = {"summary": summary, "attacks": dict(result.attacks), "records": records_for_json(result.table)}
+    write_atomic(out_dir / "attack.csv", to_csv(result.table))
+    write_atomic(out_dir / "attack.json", to_json(document))
+    ckpt.clear()
+    for note in result.notes[len(prep.notes):]:
+        ui.info(note, quiet)
+    for line in summary_lines(result):
+        print(line)
+    exceeded = result.summary["gate"]["exceeded"]
+    for item in exceeded:
+        print(f"gate exceeded: {item}")
+    ui.info(f"results: {out_dir / 'attack.csv'}, {out_dir / 'attack.json'}", quiet)
+    return EXIT_FINDING if exceeded else EXIT_OK

@@ -1,0 +1,49 @@
+"""Console-script entry point: run the typer app and map every outcome to an exit code.
+
+0 pass, 1 finding, 2 bad input or usage (one ``mptool: error:`` line), 3 internal error,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import typer
+
+from mptool.cli import attack, datasets, pdtp, reduce, report  # noqa: F401 - registers the subcommands
+from mptool.cli.app import _state, app
+from mptool.runtime.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, InputError
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the app and map outcomes to exit codes."""
+    try:
+        code = app(args=argv, prog_name="mptool", standalone_mode=False)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except typer.TyperException as exc:  # usage errors from argument parsing
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            print(ctx.get_help())
+            code = EXIT_OK
+        else:  # one line, like every other bad-input message
+            where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            print(f"mptool: error: {exc.format_message()}{where}", file=sys.stderr)
+            code = EXIT_BAD_INPUT
+    except (typer.Abort, KeyboardInterrupt):
+        print("mptool: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except InputError as exc:
+        print(f"mptool: error: {exc}", file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 - last-resort mapping to exit 3
+        if _state["debug"]:
+            traceback.print_exc()
+        print(
+            f"mptool: internal error: {exc.__class__.__name__}: {exc}".splitlines()[0]
+            + " (rerun with --debug for a traceback; please report it)",
+            file=sys.stderr,
+        )
+        code = EXIT_INTERNAL
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

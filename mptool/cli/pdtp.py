@@ -1,0 +1,132 @@
+"""``mptool pdtp``: flags -> :func:`mptool.api.operations.pdtp` -> pdtp.csv/pdtp.json, verdict line, exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from mptool.cli.app import (
+    EXIT_CODES_HELP,
+    BackendOpt,
+    ResumeOpt,
+    SchedulerOpt,
+    app,
+    out_console,
+    parse_rows,
+    resolve_inputs,
+)
+from mptool.runtime import ui
+from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
+
+
+def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
+    """Verdict line and the ten riskiest records."""
+    verdict = summary["verdict"]
+    line = (
+        f"DTP-1 {'VIOLATED' if verdict == 'fail' else 'holds'}: max PDTP {summary['max']:.4f} "
+        f"(threshold {summary['threshold']:g}), {summary['violations']} of {summary['n']} records above; "
+        f"engine {summary['engine']}, {summary['timings']['total_s']:.2f}s"
+    )
+    if quiet:
+        print(line)
+        return
+    top = table.sort_values(["pdtp", "row"], ascending=[False, True]).head(10)
+    t = Table(title="Riskiest records", title_justify="left")
+    for col in ("row", *(["id"] if "id" in table else []), "label", "pdtp", "worst_class", "p_full", "p_loo"):
+        t.add_column(col, justify="right" if col in ("row", "pdtp", "p_full", "p_loo") else "left")
+    for _, r in top.iterrows():
+        cells = [str(r["row"]), *([str(r["id"])] if "id" in table else [])]
+        cells += [str(r["label"]), f"{r['pdtp']:.4f}", str(r["worst_class"]), f"{r['p_full']:.3f}", f"{r['p_loo']:.3f}"]
+        t.add_row(*cells)
+    out_console.print(t)
+    s = summary
+    out_console.print(
+        f"records {s['n']} (of T={s['n_train']}), mean {s['mean']:.4f}, median {s['median']:.4f}, "
+        f"p95 {s['p95']:.4f}, max {s['max']:.4f}"
+    )
+    out_console.print(line, style="bold red" if verdict == "fail" else "bold green")
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def pdtp(
+    data: Annotated[Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")] = None,
+    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/pdtp-TIMESTAMP].")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")] = 0,
+    threshold: Annotated[float, typer.Option(help="DTP-1 threshold on PDTP (log-ratio).")] = 1.0,
+    train_size: Annotated[int | None, typer.Option(help="Override data.train_size.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Override the spec's seed.")] = None,
+    bin_size: Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")] = None,
+    records: Annotated[str | None, typer.Option(help="Only these CSV rows, e.g. 0,5,9 (must be in T).")] = None,
+    sample: Annotated[int | None, typer.Option(help="Only K records of T, drawn with the seed.")] = None,
+    engine: Annotated[str, typer.Option(help="Leave-one-out engine: auto, exact or refit.")] = "auto",
+    queries: Annotated[
+        str,
+        typer.Option(
+            help="Query points of the DTP estimate: self (PDTP, x_t only), train (every record of T, "
+            "as IBM ART) or a CSV file with the feature columns; adds column dtp_queries."
+        ),
+    ] = "self",
+    allow_import: Annotated[
+        list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict line; no progress.")] = False,
+    backend: BackendOpt = "loky",
+    scheduler: SchedulerOpt = None,
+    resume: ResumeOpt = False,
+) -> int:
+    """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
+
+    Writes DIR/pdtp.csv (one row per record: row, [id], label, pdtp, worst_class, p_full,
+    p_loo, violation) and DIR/pdtp.json (summary + records). With no arguments, audits the
+    bundled UCI Adult data with configs/adult-nb.yaml.
+    """
+    from mptool.api.operations import pdtp as run
+    from mptool.api.operations import prepare_pdtp
+    from mptool.api.pdtp import PdtpOptions
+    from mptool.inputs.spec import load_spec
+    from mptool.outputs.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
+    from mptool.runtime.checkpoint import Checkpoint
+    from mptool.runtime.parallel import check_backend
+
+    data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
+    if threshold < 0:
+        raise InputError(f"--threshold must be non-negative (got {threshold})")
+    if jobs < 0:
+        raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
+    if resume and out is None:
+        raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
+    backend = check_backend(backend, scheduler)
+    spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
+    rows = parse_rows(records)
+    options = PdtpOptions(threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries)
+    out_dir = prepare_out_dir(out or default_out_dir("pdtp"), ["pdtp.csv", "pdtp.json"], force)
+    prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
+    for note in prep.notes:
+        ui.warn(note)
+    opened: list[Checkpoint] = []
+
+    def open_checkpoint(key: str) -> Checkpoint:
+        opened.append(Checkpoint.open(out_dir, key, resume=resume, force=force))
+        ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
+        return opened[0]
+
+    result = run(
+        data_path, spec, threshold=threshold, records=rows, sample=sample, jobs=jobs or None, engine=engine,
+        queries=queries, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
+        checkpoint=open_checkpoint, prepared=prep,
+    )
+    ckpt = opened[0]
+    if ckpt.reused:
+        ui.info(f"resumed: {sum(ckpt.reused.values())} finished record(s) taken from {ckpt.directory}", quiet)
+    summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
+    write_atomic(out_dir / "pdtp.csv", to_csv(result.table))
+    write_atomic(out_dir / "pdtp.json", to_json({"summary": summary, "records": records_for_json(result.table)}))
+    ckpt.clear()
+    print_pdtp_summary(dict(result.summary), result.table, quiet)
+    ui.info(f"results: {out_dir / 'pdtp.csv'}, {out_dir / 'pdtp.json'}", quiet)
+    return EXIT_FINDING if result.verdict == "fail" else EXIT_OK

@@ -1,0 +1,125 @@
+"""``mptool reduce-dtp``: flags -> :func:`mptool.api.operations.reduce_dtp` -> reduce.csv/json, clean CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mptool.cli.app import (
+    BackendOpt,
+    ResumeOpt,
+    SchedulerOpt,
+    app,
+    resolve_inputs,
+)
+from mptool.runtime import ui
+from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
+
+REDUCE_EXIT_HELP = (
+    "Exit codes: 0 = a prefix of removals within --max-removals reaches DTP-1 (or T already satisfies it); "
+    "1 = none does; 2 = bad input or usage; 3 = unexpected internal error; 130 = interrupted."
+)
+
+
+@app.command("reduce-dtp", epilog=REDUCE_EXIT_HELP)
+def reduce_dtp(
+    data: Annotated[Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")] = None,
+    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/reduce-TIMESTAMP].")] = None,
+    threshold: Annotated[float, typer.Option(help="DTP-1 threshold on PDTP (log-ratio).")] = 1.0,
+    max_removals: Annotated[int, typer.Option(help="Removal budget: steps in the trace.")] = 50,
+    strategy: Annotated[str, typer.Option(help="greedy (the paper's) or lookahead:K.")] = "greedy",
+    write_clean: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write T minus the best prefix (the lowest-maximum one if DTP-1 is not reached) here, "
+            "in the input's columns and cell text; a .gz name compresses."
+        ),
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")] = 0,
+    train_size: Annotated[int | None, typer.Option(help="Override data.train_size.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Override the spec's seed.")] = None,
+    bin_size: Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")] = None,
+    engine: Annotated[str, typer.Option(help="Leave-one-out engine: auto, exact or refit.")] = "auto",
+    allow_import: Annotated[
+        list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite results already in --out and --write-clean.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict line; no progress.")] = False,
+    backend: BackendOpt = "loky",
+    scheduler: SchedulerOpt = None,
+    resume: ResumeOpt = False,
+) -> int:
+    """Remove the riskiest records step by step until DTP-1 holds (Long et al. section 8).
+
+    Each step removes a record and recomputes every remaining record's PDTP. Writes
+    DIR/reduce.csv (step, row, id, pdtp_before, max_pdtp_after, violations_after,
+    records_left; step 0 = no removal) and DIR/reduce.json (best_prefix, reached, strategy,
+    engine, threshold, timings, manifest, trace). With --write-clean, also DIR/clean-spec.yaml
+    (train_size null): 'mptool pdtp CLEAN.csv --model DIR/clean-spec.yaml' reproduces best_max.
+    """
+    from mptool.api.operations import reduce_dtp as run
+    from mptool.api.reduce import parse_strategy, print_trace
+    from mptool.api.reduce import write_clean as write_clean_csv
+    from mptool.inputs.prepare import prepare
+    from mptool.inputs.spec import load_spec
+    from mptool.outputs.results import default_out_dir, prepare_out_dir, to_csv, to_json, write_atomic
+    from mptool.runtime.checkpoint import Checkpoint
+    from mptool.runtime.parallel import check_backend
+
+    data_path, spec_path = resolve_inputs(data, model, "reduce-dtp", quiet)
+    if threshold < 0:
+        raise InputError(f"--threshold must be non-negative (got {threshold})")
+    if max_removals < 0:
+        raise InputError(f"--max-removals must be 0 or more (got {max_removals})")
+    if jobs < 0:
+        raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
+    if resume and out is None:
+        raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
+    backend = check_backend(backend, scheduler)
+    parse_strategy(strategy)
+    spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
+    names = ["reduce.csv", "reduce.json", *(["clean-spec.yaml"] if write_clean else [])]
+    out_dir = prepare_out_dir(out or default_out_dir("reduce"), names, force)
+    if write_clean is not None:
+        if write_clean.exists() and not force:
+            raise InputError(f"{write_clean}: --write-clean target exists; pass --force or choose another path")
+        if write_clean.resolve() == Path(data_path).resolve():
+            raise InputError(f"{write_clean}: --write-clean would overwrite the input data; choose another path")
+        if not write_clean.parent.is_dir():
+            raise InputError(f"{write_clean}: the folder for --write-clean does not exist")
+    prep = prepare(data_path, spec, tuple(allow_import or ()))
+    for note in prep.notes:
+        ui.warn(note)
+    opened: list[Checkpoint] = []
+
+    def open_checkpoint(key: str) -> Checkpoint:
+        opened.append(Checkpoint.open(out_dir, key, resume=resume, force=force))
+        ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
+        return opened[0]
+
+    result = run(
+        data_path, spec, threshold=threshold, max_removals=max_removals, strategy=strategy, jobs=jobs or None,
+        engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
+        checkpoint=open_checkpoint, prepared=prep,
+    )
+    outcome, ckpt = result.outcome, opened[0]
+    assert outcome is not None
+    if ckpt.reused:
+        ui.info(f"resumed: {sum(ckpt.reused.values())} finished task(s) taken from {ckpt.directory}", quiet)
+    if write_clean is not None:
+        outcome.summary["clean"] = write_clean_csv(prep, outcome, write_clean, out_dir / "clean-spec.yaml")
+        for note in outcome.summary["clean"]["notes"]:
+            ui.warn(note)
+    document = {**outcome.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
+    document["trace"] = document.pop("trace")  # the long list last
+    write_atomic(out_dir / "reduce.csv", to_csv(outcome.table))
+    write_atomic(out_dir / "reduce.json", to_json(document))
+    ckpt.clear()
+    print_trace(outcome, quiet)
+    ui.info(f"results: {out_dir / 'reduce.csv'}, {out_dir / 'reduce.json'}", quiet)
+    if write_clean is not None:
+        ui.info(f"clean data: {write_clean}; check it with: {outcome.summary['clean']['command']}", quiet)
+    return EXIT_OK if outcome.summary["reached"] else EXIT_FINDING

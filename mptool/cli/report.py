@@ -1,0 +1,68 @@
+"""``mptool report``: a results folder -> report.html / report.md (reads result files only)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mptool.cli.app import (
+    app,
+)
+from mptool.runtime import ui
+from mptool.runtime.errors import EXIT_OK, InputError
+
+REPORT_EXIT_HELP = (
+    "Exit codes: 0 = report written (whatever the verdict: the audit commands gate CI); "
+    "2 = no results in RESULTS_DIR, or bad usage; 3 = unexpected internal error."
+)
+
+
+@app.command(epilog=REPORT_EXIT_HELP)
+def report(
+    results_dir: Annotated[Path, typer.Argument(help="The --out directory of pdtp / attack / reduce-dtp runs.")],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Report file; '-' prints to stdout [default: RESULTS_DIR/report.html or report.md]."),
+    ] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="html, md (GitHub Markdown) or both.")] = "html",
+    top: Annotated[int, typer.Option(help="Riskiest records listed.")] = 20,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
+) -> int:
+    """A self-contained HTML report and/or a Markdown summary of a results directory.
+
+    Reads pdtp.csv/json, attack.csv/json and reduce.csv/json, whichever are present (says
+    which are missing), and never reruns an audit. HTML: verdict, summary, plots embedded
+    as SVG, riskiest records with feature values, attacks, reduce-dtp trace, run manifest;
+    one file, no network. Markdown: verdict, summary and riskiest records for
+    $GITHUB_STEP_SUMMARY ('--format md --out - >> "$GITHUB_STEP_SUMMARY"'). Overwrites --out.
+    """
+    from mptool.outputs.report import FORMATS, load_results, output_paths, render
+    from mptool.outputs.results import write_atomic
+
+    if format not in FORMATS:
+        raise InputError(f"--format must be one of {', '.join(FORMATS)} (got '{format}')")
+    if top < 1:
+        raise InputError(f"--top must be 1 or more (got {top})")
+    to_stdout = out is not None and str(out) == "-"
+    if to_stdout and format == "both":
+        raise InputError("--out - (stdout) takes one format: use --format html or --format md")
+    paths = output_paths(results_dir, None if to_stdout else out, format)
+    for path in paths.values():
+        if not to_stdout and (path.is_dir() or not path.parent.is_dir()):
+            raise InputError(f"{path}: --out must be a file in an existing folder")
+    inputs = load_results(results_dir, top)
+    if inputs.missing:
+        ui.warn(f"not in {results_dir}: {', '.join(inputs.missing)}; the report leaves out what needs them")
+    for note in inputs.notes:
+        ui.warn(note)
+    texts = render(inputs, format, top, quiet)
+    if to_stdout:
+        sys.stdout.write(next(iter(texts.values())))
+        return EXIT_OK
+    for kind, path in paths.items():
+        write_atomic(path, texts[kind])
+        ui.info(f"report: {path}", quiet)
+    return EXIT_OK
