@@ -18,8 +18,7 @@ import pandas as pd
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
 from mptool.outputs.results import manifest
-from mptool.privacy.calibration import bin_probabilities
-from mptool.privacy.dtp import pdtp, summarize
+from mptool.privacy.dtp import pdtp_of, summarize
 from mptool.privacy.stability import beyond_pdtp, resolve_queries
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
@@ -129,7 +128,7 @@ def run_pdtp(
     t_loo = time.perf_counter()
 
     bin_size = spec.output.bin_size
-    values = pdtp(bin_probabilities(result.p_full, bin_size), bin_probabilities(result.p_loo, bin_size))
+    values = pdtp_of(result.p_full, result.p_loo, bin_size)
     table = pd.DataFrame({"row": T.rows[positions]})
     if T.ids is not None:
         table["id"] = T.ids[positions]

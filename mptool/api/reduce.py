@@ -37,8 +37,7 @@ import pandas as pd
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import Engine, LooRequest, select_engine
 from mptool.outputs.results import manifest
-from mptool.privacy.calibration import bin_probabilities
-from mptool.privacy.dtp import pdtp
+from mptool.privacy.dtp import pdtp_of
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
 
@@ -150,7 +149,7 @@ class Evaluator:
         result = self.engine.run(request, advance or (lambda n: None))
         self.engine_name = result.engine
         b = prep.spec.output.bin_size
-        values = pdtp(bin_probabilities(result.p_full, b), bin_probabilities(result.p_loo, b))
+        values = pdtp_of(result.p_full, result.p_loo, b)
         self.recomputes += 1
         self.seconds += time.perf_counter() - t0
         return State(positions, values.pdtp)
@@ -193,7 +192,7 @@ class CountsEvaluator(Evaluator):
         p_full, p_loo = counts.loo_proba(self.pat_codes[present], self.pat_y[present])
         b = self.prep.spec.output.bin_size
         per_pattern = np.full(len(self.pat_y), np.nan)
-        per_pattern[present] = pdtp(bin_probabilities(p_full, b), bin_probabilities(p_loo, b)).pdtp
+        per_pattern[present] = pdtp_of(p_full, p_loo, b).pdtp
         self.recomputes += 1
         self.seconds += time.perf_counter() - t0
         return State(positions, per_pattern[pat], counts)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mptool.privacy.calibration import bin_probabilities
+
 
 @dataclass(frozen=True)
 class PdtpValues:
@@ -34,6 +36,15 @@ def pdtp(p_full: np.ndarray, p_loo: np.ndarray) -> PdtpValues:
     worst = np.argmax(ratio, axis=1)
     idx = np.arange(len(worst))
     return PdtpValues(ratio[idx, worst], worst, p_full[idx, worst], p_loo[idx, worst])
+
+
+def pdtp_of(p_full: np.ndarray, p_loo: np.ndarray, bin_size: float) -> PdtpValues:
+    """PDTP of each row from raw probabilities: bin both (section 5.2, ``bin_size`` 0 = floor only), then :func:`pdtp`.
+
+    The one place where "PDTP of a pair of probability arrays" is computed; every engine,
+    attack and reduction calls it, so binning is never forgotten on one side.
+    """
+    return pdtp(bin_probabilities(p_full, bin_size), bin_probabilities(p_loo, bin_size))
 
 
 def summarize(values: np.ndarray, threshold: float) -> dict[str, float | int | str]:
