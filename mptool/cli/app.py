@@ -8,7 +8,7 @@ code. :mod:`mptool.cli.main` maps exceptions to exit codes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -31,7 +31,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-_state = {"debug": False}
+state = {"debug": False}
 out_console = Console(highlight=False, soft_wrap=True)
 
 # Scale-out and resume options shared by every subcommand with long parallel work.
@@ -61,7 +61,7 @@ def _root(
     ] = False,
 ) -> None:
     """Membership-privacy audit for machine-learning classifiers."""
-    _state["debug"] = debug
+    state["debug"] = debug
 
 
 def parse_rows(text: str | None) -> list[int] | None:
@@ -93,3 +93,32 @@ def resolve_inputs(data: Path | None, model: Path | None, command: str, quiet: b
     if model is None:
         raise InputError(f"mptool {command}: --model SPEC.yaml is required with DATA (see configs/ for examples)")
     return data, model
+
+
+class CheckpointOpener:
+    """Opens a run's checkpoint in ``out_dir`` when the API asks for it (with the run key).
+
+    The API knows the run key only once the data is read; opening the checkpoint there keeps
+    ``--resume`` refusals before any work. ``start_line`` is printed right after, as the run's
+    first line, so a refusal stays the only line a failed resume prints.
+    """
+
+    def __init__(self, out_dir: Path, resume: bool, force: bool, start_line: str, quiet: bool) -> None:
+        self.out_dir, self.resume, self.force = out_dir, resume, force
+        self.start_line, self.quiet = start_line, quiet
+        self.checkpoint: Any = None
+
+    def __call__(self, key: str) -> Any:
+        from mptool.runtime.checkpoint import Checkpoint
+
+        self.checkpoint = Checkpoint.open(self.out_dir, key, resume=self.resume, force=self.force)
+        ui.info(self.start_line, self.quiet)
+        return self.checkpoint
+
+    def finish(self, what: str) -> None:
+        """Say how much a resumed run reused, then remove the checkpoint (the results are written)."""
+        ckpt = self.checkpoint
+        if ckpt.reused:
+            done = sum(ckpt.reused.values())
+            ui.info(f"resumed: {done} finished {what} taken from {ckpt.directory}", self.quiet)
+        ckpt.clear()

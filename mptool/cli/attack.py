@@ -9,6 +9,7 @@ import typer
 
 from mptool.cli.app import (
     BackendOpt,
+    CheckpointOpener,
     ResumeOpt,
     SchedulerOpt,
     app,
@@ -79,7 +80,6 @@ def attack(
     from mptool.inputs.prepare import prepare
     from mptool.inputs.spec import load_spec
     from mptool.outputs.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
-    from mptool.runtime.checkpoint import Checkpoint
     from mptool.runtime.parallel import check_backend
 
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
@@ -94,32 +94,24 @@ def attack(
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:
         ui.warn(note)
-    opened: list[Checkpoint] = []
-
-    def open_checkpoint(key: str) -> Checkpoint:
-        opened.append(Checkpoint.open(out_dir, key, resume=resume, force=force))
-        ui.info(
-            f"candidate set D: {candidates} of {prep.population.n} records from {data_path}; "
-            f"estimator {spec.model.estimator}; attacks {', '.join(names)}",
-            quiet,
-        )
-        return opened[0]
+    start = (
+        f"candidate set D: {candidates} of {prep.population.n} records from {data_path}; "
+        f"estimator {spec.model.estimator}; attacks {', '.join(names)}"
+    )
+    opener = CheckpointOpener(out_dir, resume, force, start, quiet)
 
     result = run(
         data_path, spec, attacks=names, candidates=candidates, iterations=iterations, targets=targets,
         shadows=shadows, pairs=pairs, shadow_pool=shadow_pool, shadow_data=shadow_data, per_class=per_class,
         pdtp_iterations=pdtp_iterations, max_accuracy=max_accuracy, max_auc=max_auc, jobs=jobs or None,
         engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
-        checkpoint=open_checkpoint, prepared=prep,
+        checkpoint=opener, prepared=prep,
     )
-    ckpt = opened[0]
-    if ckpt.reused:
-        ui.info(f"resumed: {sum(ckpt.reused.values())} finished task(s) taken from {ckpt.directory}", quiet)
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     document = {"summary": summary, "attacks": dict(result.attacks), "records": records_for_json(result.table)}
     write_atomic(out_dir / "attack.csv", to_csv(result.table))
     write_atomic(out_dir / "attack.json", to_json(document))
-    ckpt.clear()
+    opener.finish("task(s)")
     for note in result.notes[len(prep.notes):]:
         ui.info(note, quiet)
     for line in summary_lines(result):

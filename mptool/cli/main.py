@@ -12,7 +12,7 @@ import traceback
 import typer
 
 from mptool.cli import attack, datasets, pdtp, reduce, report  # noqa: F401 - registers the subcommands
-from mptool.cli.app import _state, app
+from mptool.cli.app import app, state
 from mptool.runtime.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, InputError
 
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"mptool: error: {exc}", file=sys.stderr)
         code = EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - last-resort mapping to exit 3
-        if _state["debug"]:
+        if state["debug"]:
             traceback.print_exc()
         print(
             f"mptool: internal error: {exc.__class__.__name__}: {exc}".splitlines()[0]

@@ -11,6 +11,7 @@ from rich.table import Table
 from mptool.cli.app import (
     EXIT_CODES_HELP,
     BackendOpt,
+    CheckpointOpener,
     ResumeOpt,
     SchedulerOpt,
     app,
@@ -90,7 +91,6 @@ def pdtp(
     from mptool.api.pdtp import PdtpOptions
     from mptool.inputs.spec import load_spec
     from mptool.outputs.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
-    from mptool.runtime.checkpoint import Checkpoint
     from mptool.runtime.parallel import check_backend
 
     data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
@@ -108,25 +108,18 @@ def pdtp(
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
     for note in prep.notes:
         ui.warn(note)
-    opened: list[Checkpoint] = []
-
-    def open_checkpoint(key: str) -> Checkpoint:
-        opened.append(Checkpoint.open(out_dir, key, resume=resume, force=force))
-        ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
-        return opened[0]
+    start = f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}"
+    opener = CheckpointOpener(out_dir, resume, force, start, quiet)
 
     result = run(
         data_path, spec, threshold=threshold, records=rows, sample=sample, jobs=jobs or None, engine=engine,
         queries=queries, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
-        checkpoint=open_checkpoint, prepared=prep,
+        checkpoint=opener, prepared=prep,
     )
-    ckpt = opened[0]
-    if ckpt.reused:
-        ui.info(f"resumed: {sum(ckpt.reused.values())} finished record(s) taken from {ckpt.directory}", quiet)
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     write_atomic(out_dir / "pdtp.csv", to_csv(result.table))
     write_atomic(out_dir / "pdtp.json", to_json({"summary": summary, "records": records_for_json(result.table)}))
-    ckpt.clear()
+    opener.finish("record(s)")
     print_pdtp_summary(dict(result.summary), result.table, quiet)
     ui.info(f"results: {out_dir / 'pdtp.csv'}, {out_dir / 'pdtp.json'}", quiet)
     return EXIT_FINDING if result.verdict == "fail" else EXIT_OK

@@ -9,6 +9,7 @@ import typer
 
 from mptool.cli.app import (
     BackendOpt,
+    CheckpointOpener,
     ResumeOpt,
     SchedulerOpt,
     app,
@@ -66,7 +67,6 @@ def reduce_dtp(
     from mptool.inputs.prepare import prepare
     from mptool.inputs.spec import load_spec
     from mptool.outputs.results import default_out_dir, prepare_out_dir, to_csv, to_json, write_atomic
-    from mptool.runtime.checkpoint import Checkpoint
     from mptool.runtime.parallel import check_backend
 
     data_path, spec_path = resolve_inputs(data, model, "reduce-dtp", quiet)
@@ -93,22 +93,16 @@ def reduce_dtp(
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:
         ui.warn(note)
-    opened: list[Checkpoint] = []
-
-    def open_checkpoint(key: str) -> Checkpoint:
-        opened.append(Checkpoint.open(out_dir, key, resume=resume, force=force))
-        ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
-        return opened[0]
+    start = f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}"
+    opener = CheckpointOpener(out_dir, resume, force, start, quiet)
 
     result = run(
         data_path, spec, threshold=threshold, max_removals=max_removals, strategy=strategy, jobs=jobs or None,
         engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
-        checkpoint=open_checkpoint, prepared=prep,
+        checkpoint=opener, prepared=prep,
     )
-    outcome, ckpt = result.outcome, opened[0]
+    outcome = result.outcome
     assert outcome is not None
-    if ckpt.reused:
-        ui.info(f"resumed: {sum(ckpt.reused.values())} finished task(s) taken from {ckpt.directory}", quiet)
     if write_clean is not None:
         outcome.summary["clean"] = write_clean_csv(prep, outcome, write_clean, out_dir / "clean-spec.yaml")
         for note in outcome.summary["clean"]["notes"]:
@@ -117,7 +111,7 @@ def reduce_dtp(
     document["trace"] = document.pop("trace")  # the long list last
     write_atomic(out_dir / "reduce.csv", to_csv(outcome.table))
     write_atomic(out_dir / "reduce.json", to_json(document))
-    ckpt.clear()
+    opener.finish("task(s)")
     print_trace(outcome, quiet)
     ui.info(f"results: {out_dir / 'reduce.csv'}, {out_dir / 'reduce.json'}", quiet)
     if write_clean is not None:
