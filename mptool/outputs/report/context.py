@@ -393,6 +393,13 @@ def best_prefix(doc: dict[str, Any] | None) -> tuple[int | None, list[Any]]:
     return length, rows
 
 
+def _trace_cell(column: str, value: Any) -> str:
+    """One cell of the reduce-dtp trace: PDTP with 4 decimals, ids as data excerpts, the rest as is."""
+    if column in ("pdtp_before", "max_pdtp_after"):
+        return fmt(value, 4)
+    return data_cell(value) if column in DATA_COLUMNS else fmt(value, None)
+
+
 def reduce_block(inputs: ReportInputs, show_values: bool = False) -> dict[str, Any] | None:
     """Summary rows and step-by-step trace of a reduce-dtp run (the id column only with ``show_values``)."""
     if inputs.reduce_doc is None and inputs.reduce_table is None:
@@ -441,18 +448,7 @@ def reduce_block(inputs: ReportInputs, show_values: bool = False) -> dict[str, A
             for c in ("step", "row", "id", "pdtp_before", "max_pdtp_after", "violations_after", "records_left")
             if c in t and t[c].notna().any() and (show_values or c not in VALUE_COLUMNS)
         ]
-        trace_rows = []
-        for _, r in t.iterrows():
-            trace_rows.append(
-                [
-                    fmt(r[c], 4)
-                    if c in ("pdtp_before", "max_pdtp_after")
-                    else data_cell(r[c])
-                    if c in DATA_COLUMNS
-                    else fmt(r[c], None)
-                    for c in cols
-                ]
-            )
+        trace_rows = [[_trace_cell(c, r[c]) for c in cols] for _, r in t.iterrows()]
         trace = _table(cols, trace_rows, {c for c in cols if c != "id"})
         if length is not None and "step" in t:
             trace["highlight"] = [number(s_) == length for s_ in t["step"]]
