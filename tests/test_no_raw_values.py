@@ -213,7 +213,7 @@ def test_a_5mb_single_class_label_is_a_short_excerpt(tmp_path: Path) -> None:
 
 def test_a_huge_internal_error_message_is_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Exit 3 lines are capped too (an exception message may quote a cell)."""
-    app = sys.modules["mptool.cli.app"]
+    app = sys.modules["mptool.cli.pdtp"]  # the module whose pdtp command calls resolve_inputs
 
     def boom(*_a: object, **_k: object) -> None:
         raise ValueError(ANSI + "q" * 1_000_000)
