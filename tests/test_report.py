@@ -276,8 +276,8 @@ def test_verdict_and_summary_match_pdtp_json(runs: dict[str, Path], html_only: s
 
 
 def test_top_records_are_the_highest_pdtp_with_their_feature_values(runs: dict[str, Path]) -> None:
-    inputs = load_results(runs["only"], top=5)
-    top = build_context(inputs, top=5)["top"]
+    inputs = load_results(runs["only"], top=5, show_values=True)  # feature values only with --show-values
+    top = build_context(inputs, top=5, show_values=True)["top"]
     table = pd.read_csv(runs["only"] / "pdtp.csv")
     # naive order: by PDTP descending, ties by row ascending
     expected = sorted(zip(table["pdtp"], table["row"], strict=True), key=lambda p: (-p[0], p[1]))[:5]
@@ -299,11 +299,11 @@ def test_missing_or_changed_data_file_is_said(runs: dict[str, Path], tmp_path: P
     mixed_frame(60, seed=1).assign(x2=0.0).to_csv(changed, index=False)
     doc["summary"]["manifest"]["data"] = str(changed)
     (copy / "pdtp.json").write_text(json.dumps(doc))
-    inputs = load_results(copy)
+    inputs = load_results(copy, show_values=True)  # the data file is read only with --show-values
     assert any("changed since the run" in n for n in inputs.notes)
     assert inputs.features is not None  # still shown, with the note
     changed.unlink()
-    inputs = load_results(copy)
+    inputs = load_results(copy, show_values=True)
     assert inputs.features is None
     assert any("not found" in n for n in inputs.notes)
     assert "not found; feature values not shown" in render(inputs, "md")["md"]
@@ -405,12 +405,12 @@ def test_markdown_is_github_flavoured(runs: dict[str, Path]) -> None:
     assert first.startswith("## ") and ("VIOLATED" in first or "holds" in first)
     assert f"max PDTP {s['max']:.4f}" in text
     tables = gfm_tables(text)
-    assert len(tables) >= 4  # summary, top records, feature values, attacks, reduce
+    assert len(tables) >= 4  # summary, top records, attacks, reduce (never feature values)
     for table in tables:
         header, sep, *body = table
         assert all(re.fullmatch(r":?-{3,}:?", c) for c in sep), sep
         assert all(len(row) == len(header) for row in [sep, *body])
-    assert "<details><summary>" in text and "</details>" in text
+    assert "<details>" not in text and "Feature values of these records" not in text  # never in the Markdown
     assert "data:image" not in text and "<img" not in text and "<table" not in text
     assert "\n\n\n" not in text
 

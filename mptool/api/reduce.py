@@ -38,6 +38,7 @@ from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import Engine, LooRequest, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.dtp import pdtp_of
+from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
 
@@ -587,8 +588,10 @@ def write_clean(prep: Prepared, outcome: ReduceOutcome, clean_path: Path, spec_p
 
 
 def print_trace(outcome: ReduceOutcome, quiet: bool) -> None:
-    """The step table on stdout and the verdict line (only the verdict with --quiet)."""
-    from rich.console import Console
+    """The step table on stdout and the verdict line (only the verdict with --quiet).
+
+    Ids come from the data: printed as escaped excerpts (:func:`mptool.runtime.ui.cell`).
+    """
     from rich.table import Table
 
     s = outcome.summary
@@ -604,9 +607,9 @@ def print_trace(outcome: ReduceOutcome, quiet: bool) -> None:
         )
     verdict += f"{s['strategy']}, engine {s['engine']}, {s['timings']['total_s']:.2f}s"
     if quiet:
-        print(verdict)
+        ui.echo(verdict, limit=None)
         return
-    console = Console(highlight=False, soft_wrap=True)
+    console = ui.out_console
     t = Table(title=f"reduce-dtp trace ({s['strategy']})", title_justify="left")
     for col in REDUCE_COLUMNS:
         t.add_column(col, justify="left" if col == "id" else "right")
@@ -614,7 +617,7 @@ def print_trace(outcome: ReduceOutcome, quiet: bool) -> None:
         t.add_row(
             str(r["step"]),
             "" if pd.isna(r["row"]) else str(r["row"]),
-            "" if r["id"] is None else str(r["id"]),
+            "" if r["id"] is None else ui.cell(r["id"]),
             "" if pd.isna(r["pdtp_before"]) else f"{r['pdtp_before']:.4f}",
             f"{r['max_pdtp_after']:.4f}",
             str(r["violations_after"]),
@@ -628,4 +631,4 @@ def print_trace(outcome: ReduceOutcome, quiet: bool) -> None:
             f"{cmp['greedy_best_step']}; lookahead beats greedy: {cmp['beats_greedy']}; "
             f"never worse at any step: {cmp['not_worse_at_every_step']}"
         )
-    console.print(verdict, style="bold green" if s["reached"] else "bold red")
+    console.print(ui.safe_line(verdict, None), style="bold green" if s["reached"] else "bold red")

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from mptool import __version__
 from mptool.runtime import ui
@@ -32,7 +31,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 state = {"debug": False}
-out_console = Console(highlight=False, soft_wrap=True)
+out_console = ui.out_console  # markup off: data like '[red]' is printed as written
 
 # Scale-out and resume options shared by every subcommand with long parallel work.
 BackendOpt = Annotated[

@@ -115,9 +115,9 @@ def attack(
     for note in result.notes[len(prep.notes):]:
         ui.info(note, quiet)
     for line in summary_lines(result):
-        print(line)
+        ui.echo(line)
     exceeded = result.summary["gate"]["exceeded"]
     for item in exceeded:
-        print(f"gate exceeded: {item}")
+        ui.echo(f"gate exceeded: {item}")
     ui.info(f"results: {out_dir / 'attack.csv'}, {out_dir / 'attack.json'}", quiet)
     return EXIT_FINDING if exceeded else EXIT_OK

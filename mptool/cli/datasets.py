@@ -10,6 +10,7 @@ import typer
 from mptool.cli.app import (
     app,
 )
+from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_OK, InputError
 
 datasets_app = typer.Typer(help="Build datasets for experiments (the purchase-style stand-in).", no_args_is_help=True)
@@ -48,5 +49,5 @@ def make_purchase_cmd(
     else:
         write_atomic(out, text)
     counts = frame["class"].value_counts().sort_index().tolist()
-    print(f"wrote {out}: {rows} records, {features} binary features, classes (k-means) sizes {counts}")
+    ui.echo(f"wrote {out}: {rows} records, {features} binary features, classes (k-means) sizes {counts}")
     return EXIT_OK

@@ -13,6 +13,7 @@ import typer
 
 from mptool.cli import attack, datasets, pdtp, reduce, report  # noqa: F401 - registers the subcommands
 from mptool.cli.app import app, state
+from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, InputError
 
 
@@ -29,20 +30,20 @@ def main(argv: list[str] | None = None) -> None:
             code = EXIT_OK
         else:  # one line, like every other bad-input message
             where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            print(f"mptool: error: {exc.format_message()}{where}", file=sys.stderr)
+            print(ui.error_line(f"{exc.format_message()}{where}"), file=sys.stderr)
             code = EXIT_BAD_INPUT
     except (typer.Abort, KeyboardInterrupt):
         print("mptool: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
     except InputError as exc:
-        print(f"mptool: error: {exc}", file=sys.stderr)
+        print(ui.error_line(exc), file=sys.stderr)
         code = EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - last-resort mapping to exit 3
         if state["debug"]:
             traceback.print_exc()
+        first = (f"{exc.__class__.__name__}: {exc}".splitlines() or [""])[0]
         print(
-            f"mptool: internal error: {exc.__class__.__name__}: {exc}".splitlines()[0]
-            + " (rerun with --debug for a traceback; please report it)",
+            ui.error_line(f"{first} (rerun with --debug for a traceback; please report it)", "internal error"),
             file=sys.stderr,
         )
         code = EXIT_INTERNAL

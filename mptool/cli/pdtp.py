@@ -32,15 +32,16 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
         f"engine {summary['engine']}, {summary['timings']['total_s']:.2f}s"
     )
     if quiet:
-        print(line)
+        ui.echo(line, limit=None)
         return
     top = table.sort_values(["pdtp", "row"], ascending=[False, True]).head(10)
     t = Table(title="Riskiest records", title_justify="left")
     for col in ("row", *(["id"] if "id" in table else []), "label", "pdtp", "worst_class", "p_full", "p_loo"):
         t.add_column(col, justify="right" if col in ("row", "pdtp", "p_full", "p_loo") else "left")
-    for _, r in top.iterrows():
-        cells = [str(r["row"]), *([str(r["id"])] if "id" in table else [])]
-        cells += [str(r["label"]), f"{r['pdtp']:.4f}", str(r["worst_class"]), f"{r['p_full']:.3f}", f"{r['p_loo']:.3f}"]
+    for _, r in top.iterrows():  # id, label and class come from the data: escaped excerpts
+        cells = [ui.cell(r["row"]), *([ui.cell(r["id"])] if "id" in table else [])]
+        cells += [ui.cell(r["label"]), f"{r['pdtp']:.4f}", ui.cell(r["worst_class"])]
+        cells += [f"{r['p_full']:.3f}", f"{r['p_loo']:.3f}"]
         t.add_row(*cells)
     out_console.print(t)
     s = summary
@@ -48,7 +49,7 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
         f"records {s['n']} (of T={s['n_train']}), mean {s['mean']:.4f}, median {s['median']:.4f}, "
         f"p95 {s['p95']:.4f}, max {s['max']:.4f}"
     )
-    out_console.print(line, style="bold red" if verdict == "fail" else "bold green")
+    out_console.print(ui.safe_line(line, None), style="bold red" if verdict == "fail" else "bold green")
 
 
 @app.command(epilog=EXIT_CODES_HELP)

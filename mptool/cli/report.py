@@ -29,15 +29,25 @@ def report(
     ] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="html, md (GitHub Markdown) or both.")] = "html",
     top: Annotated[int, typer.Option(help="Riskiest records listed.")] = 20,
+    show_values: Annotated[
+        bool,
+        typer.Option(
+            "--show-values",
+            help="HTML only: add the riskiest records' feature values and ids, read from the audited CSV. "
+            "Off by default; the Markdown summary never holds them.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
 ) -> int:
     """A self-contained HTML report and/or a Markdown summary of a results directory.
 
     Reads pdtp.csv/json, attack.csv/json and reduce.csv/json, whichever are present (says
     which are missing), and never reruns an audit. HTML: verdict, summary, plots embedded
-    as SVG, riskiest records with feature values, attacks, reduce-dtp trace, run manifest;
-    one file, no network. Markdown: verdict, summary and riskiest records for
-    $GITHUB_STEP_SUMMARY ('--format md --out - >> "$GITHUB_STEP_SUMMARY"'). Overwrites --out.
+    as SVG, riskiest records (row number, PDTP, label and classes), attacks, reduce-dtp
+    trace, run manifest; one file, no network. Markdown: verdict, summary and riskiest
+    records for $GITHUB_STEP_SUMMARY ('--format md --out - >> "$GITHUB_STEP_SUMMARY"').
+    No report shows the records' feature values or ids unless --show-values is given, and
+    then only the HTML one. Overwrites --out.
     """
     from mptool.outputs.report import FORMATS, load_results, output_paths, render
     from mptool.outputs.results import write_atomic
@@ -49,16 +59,26 @@ def report(
     to_stdout = out is not None and str(out) == "-"
     if to_stdout and format == "both":
         raise InputError("--out - (stdout) takes one format: use --format html or --format md")
+    if show_values and format == "md":
+        raise InputError(
+            "--show-values applies to the HTML report only: the Markdown summary never holds feature values "
+            "(use --format html or both)"
+        )
     paths = output_paths(results_dir, None if to_stdout else out, format)
     for path in paths.values():
         if not to_stdout and (path.is_dir() or not path.parent.is_dir()):
             raise InputError(f"{path}: --out must be a file in an existing folder")
-    inputs = load_results(results_dir, top)
+    inputs = load_results(results_dir, top, show_values=show_values)
     if inputs.missing:
         ui.warn(f"not in {results_dir}: {', '.join(inputs.missing)}; the report leaves out what needs them")
     for note in inputs.notes:
         ui.warn(note)
-    texts = render(inputs, format, top, quiet)
+    texts = render(inputs, format, top, quiet, show_values=show_values)
+    if show_values and inputs.features is not None:
+        ui.warn(
+            f"the HTML report holds the feature values of the {len(inputs.features)} riskiest training records "
+            "(--show-values): do not publish it"
+        )
     if to_stdout:
         sys.stdout.write(next(iter(texts.values())))
         return EXIT_OK

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.spec import Spec
+from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 
 #: A categorical column with more distinct values than this is refused (an id or free text).
@@ -157,12 +158,12 @@ def read_csv(path: str | Path) -> pd.DataFrame:
                     f"{path}: the header looks separated by {label}, not commas; "
                     "mptool reads comma-separated CSV: convert the file"
                 )
-    odd = [n for n in names if any(ord(ch) < 32 or ord(ch) == 127 for ch in n)]
+    odd = [n for n in names if ui.has_unsafe(n)]
     if odd:
-        raise InputError(f"{path}: column name {odd[0]!r} contains a control character; rename the column")
+        raise InputError(f"{path}: column name {ui.quoted(odd[0])} contains a control character; rename the column")
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
-        raise InputError(f"{path}: duplicate column name(s) {', '.join(map(repr, dups))}; rename them")
+        raise InputError(f"{path}: duplicate column name(s) {ui.listing(dups)}; rename them")
     try:
         df = pd.read_csv(path, low_memory=False)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError, EOFError) as exc:
@@ -209,7 +210,8 @@ def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
     columns = list(df.columns)
     for key, name in (("data.label", ds.label), ("data.id", ds.id)):
         if name is not None and name not in columns:
-            raise InputError(f"{where}: {key} column '{name}' is not in the file (columns: {', '.join(columns)})")
+            known = ui.listing(columns, 10, quote=False)
+            raise InputError(f"{where}: {key} column '{name}' is not in the file (columns: {known})")
     for name in ds.drop:
         if name not in columns:
             raise InputError(f"{where}: data.drop names column '{name}', which is not in the file")
@@ -248,7 +250,7 @@ def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
         if spec.model.preprocess == "none" and not numeric:
             example = s.dropna().iloc[0] if s.notna().any() else ""
             raise InputError(
-                f"{where}: column '{name}' holds text (e.g. {example!r}) but model.preprocess is none, "
+                f"{where}: column '{name}' holds text (e.g. {ui.quoted(example)}) but model.preprocess is none, "
                 "which needs numeric columns; set preprocess: auto or add the column to data.drop"
             )
         if name in spec.model.bins and not numeric:
@@ -287,7 +289,7 @@ def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
     classes = tuple(sorted(pd.unique(y_series).tolist(), key=lambda v: (str(type(v)), v)))
     if len(classes) < 2:
         raise InputError(
-            f"{where}: label column '{ds.label}' has a single class ({classes[0]!r}); "
+            f"{where}: label column '{ds.label}' has a single class ({ui.quoted(classes[0])}); "
             "a classifier needs at least two"
         )
     schema = Schema(columns=tuple(cols), label=ds.label, classes=classes, id=ds.id)
@@ -324,14 +326,14 @@ def draw_training_set(population: Records, train_size: int | None, seed: int) ->
     labels, counts = np.unique(T.y.astype(str), return_counts=True)
     if len(labels) < 2:
         raise InputError(
-            f"{population.source}: the training set has a single class ({str(labels[0])!r}); "
+            f"{population.source}: the training set has a single class ({ui.quoted(labels[0])}); "
             "raise data.train_size or check the label column"
         )
     lonely = labels[counts == 1]
     notes = list(T.notes)
     if len(lonely):
         notes.append(
-            f"class(es) {', '.join(map(repr, lonely.tolist()))} have a single training record: "
+            f"class(es) {ui.listing(lonely.tolist())} have a single training record: "
             "removing it empties the class"
         )
     return replace(T, notes=tuple(notes))

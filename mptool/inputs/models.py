@@ -24,6 +24,7 @@ from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.inputs.data import Schema
 from mptool.inputs.spec import ModelSpec, Spec
+from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 
 #: Short names → (dotted class path, default parameters). Users' params override defaults.
@@ -158,7 +159,7 @@ class DomainEncoder(TransformerMixin, BaseEstimator):
                 if unknown.any():
                     bad = col[unknown].iloc[0]
                     raise InputError(
-                        f"column '{frame.columns[j]}': value {bad!r} is not in the column's domain "
+                        f"column '{frame.columns[j]}': value {ui.quoted(bad)} is not in the column's domain "
                         "(the values of the input CSV)"
                     )
             if missing.any():

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 
 
@@ -101,7 +102,7 @@ def _describe(err: dict[str, Any], where: str) -> str:
     if err.get("type") == "missing":
         return f"{where}: required key '{dotted}' is missing"
     got = err.get("input")
-    got_txt = f" (got {got!r})" if not isinstance(got, dict) else ""
+    got_txt = f" (got {ui.excerpt(repr(got), 60)})" if not isinstance(got, dict) else ""
     return f"{where}: key '{dotted}': {err.get('msg', 'invalid value')}{got_txt}"
 
 

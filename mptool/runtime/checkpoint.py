@@ -30,6 +30,7 @@ import numpy as np
 
 from mptool import __version__
 from mptool.outputs.results import to_json, write_atomic
+from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 
 #: Name of the checkpoint directory inside the output directory.
@@ -217,10 +218,9 @@ def saving_on_interrupt(ckpt: Checkpoint) -> Iterator[None]:
         raise
     except KeyboardInterrupt:
         n = ckpt.saved_items() if ckpt.directory.exists() else 0
-        print(
+        ui.echo(
             f"mptool: interrupted; {n} finished item(s) are saved in {ckpt.directory}: "
             "rerun the same command with --resume to continue",
             file=sys.stderr,
-            flush=True,
         )
         raise

@@ -18,13 +18,20 @@ __all__ = ["ReportInputs", "load_results", "render", "FORMATS"]
 FORMATS = ("html", "md", "both")
 
 
-def render(inputs: ReportInputs, fmt: str, top: int = 20, quiet: bool = True) -> dict[str, str]:
-    """Rendered report text per format: {'html': ..., 'md': ...} as ``fmt`` asks."""
+def render(
+    inputs: ReportInputs, fmt: str, top: int = 20, quiet: bool = True, show_values: bool = False
+) -> dict[str, str]:
+    """Rendered report text per format: {'html': ..., 'md': ...} as ``fmt`` asks.
+
+    ``show_values`` puts the riskiest records' feature values and ids in the HTML report
+    (they must have been loaded with ``load_results(..., show_values=True)``); the
+    Markdown summary never holds them.
+    """
     out: dict[str, str] = {}
     if fmt in ("html", "both"):
         from mptool.outputs.report.html import render_html
 
-        out["html"] = render_html(inputs, top, quiet)
+        out["html"] = render_html(inputs, top, quiet, show_values)
     if fmt in ("md", "both"):
         from mptool.outputs.report.markdown import render_markdown
 

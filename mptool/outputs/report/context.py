@@ -3,6 +3,12 @@
 Turns :class:`~mptool.outputs.report.loader.ReportInputs` into plain dicts and lists of
 already-formatted strings, which the HTML and Markdown templates lay out. Numbers are
 formatted here, once, so both formats show the same values.
+
+What a record shows: its CSV row number, PDTP, probabilities, label and classes. Labels
+and classes come from the data, so they are shown as short escaped excerpts
+(:func:`mptool.runtime.ui.excerpt`). Feature values and the ``data.id`` column are
+training data, not results: they appear only when ``show_values`` is asked for, which
+only the HTML report does (``mptool report --show-values``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from mptool.outputs.report.loader import (
     spec_of,
     summary_of,
 )
+from mptool.runtime import ui
 
 #: attack.json metric columns shown first, with the key spellings accepted for each.
 ATTACK_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -80,6 +87,17 @@ def fmt_p(value: Any) -> str:
     if x is None:
         return "—"
     return f"{x:.4f}" if x >= 1e-4 else f"{x:.1e}"
+
+
+#: Columns that hold a value from the data rather than a result: shown as escaped excerpts.
+DATA_COLUMNS = ("label", "worst_class", "id")
+#: Columns that are training data themselves: shown only with ``show_values``.
+VALUE_COLUMNS = ("id",)
+
+
+def data_cell(value: Any) -> str:
+    """A value from the data (class label, id, feature value) for display: formatted, escaped, cut."""
+    return ui.excerpt(fmt(value, None))
 
 
 def _table(columns: list[str], rows: list[list[str]], numeric: set[str] | None = None) -> dict[str, Any]:
@@ -226,8 +244,9 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
 # records
 
 
-def top_records(inputs: ReportInputs, top: int) -> dict[str, Any] | None:
-    """The ``top`` riskiest records of pdtp.csv with probabilities, attack accuracies and features."""
+def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> dict[str, Any] | None:
+    """The ``top`` riskiest records of pdtp.csv with probabilities and attack accuracies;
+    with ``show_values`` also their ids and feature values (from ``inputs.features``)."""
     t = inputs.pdtp_table
     if t is None or "row" not in t:
         return None
@@ -235,27 +254,27 @@ def top_records(inputs: ReportInputs, top: int) -> dict[str, Any] | None:
     core = [
         c
         for c in ("row", "id", "label", "pdtp", "dtp_upper", "dtp_queries", "worst_class", "p_full", "p_loo")
-        if c in t and t[c].notna().any()
+        if c in t and t[c].notna().any() and (show_values or c not in VALUE_COLUMNS)
     ]
     acc_cols = attack_accuracy_columns(inputs.attack_table)
     attack_by_row: dict[int, pd.Series] = {}
     if acc_cols and "row" in inputs.attack_table:
         attack_by_row = {int(r["row"]): r for _, r in inputs.attack_table.iterrows()}
     extra = [f"{a} acc." for a in acc_cols] if any(int(r) in attack_by_row for r in t["row"]) else []
-    feats = inputs.features
+    feats = inputs.features if show_values else None
     feat_cols = list(feats.columns) if feats is not None else []
     rows = []
     for _, r in t.iterrows():
         cells = []
         for c in core:
             digits = 3 if c in ("p_full", "p_loo") else 4
-            cells.append(fmt(r[c], None) if c in ("row", "id", "label", "worst_class") else fmt(r[c], digits))
+            cells.append(data_cell(r[c]) if c in DATA_COLUMNS else fmt(r[c], None if c == "row" else digits))
         if extra:
             a = attack_by_row.get(int(r["row"]))
             cells += [fmt(a[col], 3) if a is not None else "—" for col in acc_cols.values()]
         if feat_cols:
             fr = feats.loc[int(r["row"])] if int(r["row"]) in feats.index else None
-            cells += [fmt(fr[c], None) if fr is not None else "—" for c in feat_cols]
+            cells += [data_cell(fr[c]) if fr is not None else "—" for c in feat_cols]
         rows.append(cells)
     numeric = {"row", "pdtp", "dtp_upper", "dtp_queries", "p_full", "p_loo", *extra}
     numeric |= {c for c in feat_cols if pd.api.types.is_numeric_dtype(feats[c])}
@@ -265,8 +284,9 @@ def top_records(inputs: ReportInputs, top: int) -> dict[str, Any] | None:
     return out
 
 
-def attack_targets(inputs: ReportInputs, top: int) -> dict[str, Any] | None:
-    """The ``top`` attack targets with the highest maximum per-target accuracy (attack.csv)."""
+def attack_targets(inputs: ReportInputs, top: int, show_values: bool = False) -> dict[str, Any] | None:
+    """The ``top`` attack targets with the highest maximum per-target accuracy (attack.csv);
+    the id column only with ``show_values``."""
     t = inputs.attack_table
     if t is None or "row" not in t:
         return None
@@ -278,15 +298,15 @@ def attack_targets(inputs: ReportInputs, top: int) -> dict[str, Any] | None:
     cols = [
         c
         for c in ("row", "id", "label", "pdtp_mean", *acc_cols.values(), "max_accuracy", "lira_score", "kl_leakage")
-        if c in t
+        if c in t and (show_values or c not in VALUE_COLUMNS)
     ]
     rows = []
     for _, r in t.iterrows():
         rows.append(
             [
-                fmt(r[c], None)
-                if c in ("row", "id", "label")
-                else fmt(r[c], 4 if c in ("pdtp_mean", "kl_leakage") else 3)
+                data_cell(r[c])
+                if c in DATA_COLUMNS
+                else fmt(r[c], None if c == "row" else 4 if c in ("pdtp_mean", "kl_leakage") else 3)
                 for c in cols
             ]
         )
@@ -373,8 +393,15 @@ def best_prefix(doc: dict[str, Any] | None) -> tuple[int | None, list[Any]]:
     return length, rows
 
 
-def reduce_block(inputs: ReportInputs) -> dict[str, Any] | None:
-    """Summary rows and step-by-step trace of a reduce-dtp run."""
+def _trace_cell(column: str, value: Any) -> str:
+    """One cell of the reduce-dtp trace: PDTP with 4 decimals, ids as data excerpts, the rest as is."""
+    if column in ("pdtp_before", "max_pdtp_after"):
+        return fmt(value, 4)
+    return data_cell(value) if column in DATA_COLUMNS else fmt(value, None)
+
+
+def reduce_block(inputs: ReportInputs, show_values: bool = False) -> dict[str, Any] | None:
+    """Summary rows and step-by-step trace of a reduce-dtp run (the id column only with ``show_values``)."""
     if inputs.reduce_doc is None and inputs.reduce_table is None:
         return None
     s = summary_of(inputs.reduce_doc)
@@ -419,13 +446,9 @@ def reduce_block(inputs: ReportInputs) -> dict[str, Any] | None:
         cols = [
             c
             for c in ("step", "row", "id", "pdtp_before", "max_pdtp_after", "violations_after", "records_left")
-            if c in t and t[c].notna().any()
+            if c in t and t[c].notna().any() and (show_values or c not in VALUE_COLUMNS)
         ]
-        trace_rows = []
-        for _, r in t.iterrows():
-            trace_rows.append(
-                [fmt(r[c], 4) if c in ("pdtp_before", "max_pdtp_after") else fmt(r[c], None) for c in cols]
-            )
+        trace_rows = [[_trace_cell(c, r[c]) for c in cols] for _, r in t.iterrows()]
         trace = _table(cols, trace_rows, {c for c in cols if c != "id"})
         if length is not None and "step" in t:
             trace["highlight"] = [number(s_) == length for s_ in t["step"]]
@@ -482,8 +505,12 @@ def manifest_blocks(inputs: ReportInputs) -> list[dict[str, Any]]:
     return blocks
 
 
-def build_context(inputs: ReportInputs, top: int = 20) -> dict[str, Any]:
-    """Everything both templates show, as formatted strings."""
+def build_context(inputs: ReportInputs, top: int = 20, show_values: bool = False) -> dict[str, Any]:
+    """Everything both templates show, as formatted strings.
+
+    ``show_values`` adds the riskiest records' feature values and ids (HTML report with
+    ``--show-values`` only; the Markdown summary always passes False).
+    """
     missing_commands = [
         PRODUCER[kind] for kind, names in RESULT_FILES.items() if all(n in inputs.missing for n in names)
     ]
@@ -500,12 +527,13 @@ def build_context(inputs: ReportInputs, top: int = 20) -> dict[str, Any]:
         "notes": inputs.notes,
         "verdict": verdict_block(inputs),
         "summary": summary_rows(inputs),
-        "top": top_records(inputs, top),
+        "top": top_records(inputs, top, show_values),
+        "show_values": show_values,
         "top_n": top,
         "label_column": label,
         "attack_metrics": attack_metrics(inputs.attacks),
-        "attack_targets": attack_targets(inputs, top),
+        "attack_targets": attack_targets(inputs, top, show_values),
         "attack_gate": attack_gate(inputs),
-        "reduce": reduce_block(inputs),
+        "reduce": reduce_block(inputs, show_values),
         "manifests": manifest_blocks(inputs),
     }

@@ -1,7 +1,9 @@
 """The self-contained HTML report: inline CSS, plots embedded as SVG data URIs, no network.
 
-Templates live in ``mptool/report/templates`` (package data) and are rendered with Jinja2
-with HTML autoescaping on; the only markup not escaped is the base64 plot payloads.
+Templates live in ``mptool/outputs/report/templates`` (package data) and are rendered with Jinja2
+with HTML autoescaping on and control characters made visible; the only markup not escaped is
+the base64 plot payloads. Names from the results (attack names) enter the plots as escaped
+excerpts with mathtext's ``$`` escaped; matplotlib escapes SVG text itself.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ def _data_uri(svg: str) -> str:
 
 def _plot(plot_id: str, title: str, caption: str, draw: Callable[[], str], wide: bool = False) -> dict[str, Any]:
     return {"id": plot_id, "title": title, "caption": caption, "src": _data_uri(draw()), "wide": wide}
+
+
+def plot_label(name: Any) -> str:
+    """A name from the results (an attack's) as a plot label: escaped excerpt, no mathtext."""
+    return ui.excerpt(name, 30).replace("$", r"\$")
 
 
 def _numeric(frame: pd.DataFrame, col: str) -> np.ndarray:
@@ -54,8 +61,8 @@ def _attack_plots(inputs: ReportInputs, out: list[dict[str, Any]], skipped: list
         skipped.append("attack accuracy plots: need attack.csv with pdtp_mean and <attack>_accuracy (mptool attack).")
     else:
         x = _numeric(t, "pdtp_mean")
-        rho = {a.name: a.pearson for a in inputs.attacks}
-        accuracy = {name: _numeric(t, col) for name, col in acc.items()}
+        rho = {plot_label(a.name): a.pearson for a in inputs.attacks}
+        accuracy = {plot_label(name): _numeric(t, col) for name, col in acc.items()}
         out.append(
             _plot(
                 "plot-attack-accuracy",
@@ -84,7 +91,7 @@ def _attack_plots(inputs: ReportInputs, out: list[dict[str, Any]], skipped: list
                 )
             )
     curves = {
-        a.name: (a.roc_fpr, a.roc_tpr, number(lookup(a.metrics, "auc", "roc_auc")))
+        plot_label(a.name): (a.roc_fpr, a.roc_tpr, number(lookup(a.metrics, "auc", "roc_auc")))
         for a in inputs.attacks
         if a.roc_fpr is not None
     }
@@ -135,9 +142,9 @@ def build_plots(inputs: ReportInputs) -> tuple[list[dict[str, Any]], list[str]]:
     return out, skipped
 
 
-def render_html(inputs: ReportInputs, top: int = 20, quiet: bool = True) -> str:
-    """The whole HTML report as one string."""
-    context: dict[str, Any] = build_context(inputs, top)
+def render_html(inputs: ReportInputs, top: int = 20, quiet: bool = True, show_values: bool = False) -> str:
+    """The whole HTML report as one string; ``show_values`` adds the riskiest records' feature values and ids."""
+    context: dict[str, Any] = build_context(inputs, top, show_values)
     ui.info("drawing plots", quiet)
     context["plots"], context["plots_skipped"] = build_plots(inputs)
     return environment(autoescape=True).get_template("report.html.j2").render(**context)

@@ -59,7 +59,7 @@ class ReportInputs:
     attacks: list[AttackResult] = field(default_factory=list)
     reduce_table: pd.DataFrame | None = None
     reduce_doc: dict[str, Any] | None = None
-    features: pd.DataFrame | None = None  # feature values of the top records, indexed by row
+    features: pd.DataFrame | None = None  # feature values of the top records (only with show_values), by row
     missing: list[str] = field(default_factory=list)  # file names not found
     notes: list[str] = field(default_factory=list)  # problems worth telling the reader
 
@@ -157,8 +157,12 @@ def _load_pair(results_dir: Path, kind: str, inputs: ReportInputs) -> tuple[pd.D
     return table, doc
 
 
-def load_results(results_dir: str | Path, top: int = 20) -> ReportInputs:
-    """Read every result file present in ``results_dir``; InputError if there is none at all."""
+def load_results(results_dir: str | Path, top: int = 20, show_values: bool = False) -> ReportInputs:
+    """Read every result file present in ``results_dir``; InputError if there is none at all.
+
+    The audited CSV (for the feature values of the ``top`` riskiest records) is read only
+    with ``show_values``; otherwise ``features`` stays None and no training value is loaded.
+    """
     results_dir = Path(results_dir)
     if not results_dir.exists():
         raise InputError(f"{results_dir}: results directory not found; pass the --out directory of a run")
@@ -184,7 +188,8 @@ def load_results(results_dir: str | Path, top: int = 20) -> ReportInputs:
     hashes = {m.get("data_sha256") for m in _manifests(inputs) if m.get("data_sha256")}
     if len(hashes) > 1:
         inputs.notes.append("the results in this directory come from different data files (data SHA-256 differ)")
-    inputs.features = load_features(inputs, top)
+    if show_values:
+        inputs.features = load_features(inputs, top)
     return inputs
 
 
