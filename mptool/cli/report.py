@@ -30,6 +30,7 @@ def report(
     format: Annotated[str, typer.Option("--format", "-f", help="html, md (GitHub Markdown) or both.")] = "html",
     top: Annotated[int, typer.Option(help="Riskiest records listed.")] = 20,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing report file.")] = False,
 ) -> int:
     """A self-contained HTML report and/or a Markdown summary of a results directory.
 
@@ -37,10 +38,12 @@ def report(
     which are missing), and never reruns an audit. HTML: verdict, summary, plots embedded
     as SVG, riskiest records with feature values, attacks, reduce-dtp trace, run manifest;
     one file, no network. Markdown: verdict, summary and riskiest records for
-    $GITHUB_STEP_SUMMARY ('--format md --out - >> "$GITHUB_STEP_SUMMARY"'). Overwrites --out.
+    $GITHUB_STEP_SUMMARY ('--format md --out - >> "$GITHUB_STEP_SUMMARY"'). An existing report
+    file is overwritten only with --force; the results and the data and spec they name never.
     """
     from mptool.outputs.report import FORMATS, load_results, output_paths, render
-    from mptool.outputs.results import write_atomic
+    from mptool.outputs.report.loader import input_files
+    from mptool.outputs.results import check_output_file, write_atomic
 
     if format not in FORMATS:
         raise InputError(f"--format must be one of {', '.join(FORMATS)} (got '{format}')")
@@ -50,10 +53,9 @@ def report(
     if to_stdout and format == "both":
         raise InputError("--out - (stdout) takes one format: use --format html or --format md")
     paths = output_paths(results_dir, None if to_stdout else out, format)
-    for path in paths.values():
-        if not to_stdout and (path.is_dir() or not path.parent.is_dir()):
-            raise InputError(f"{path}: --out must be a file in an existing folder")
     inputs = load_results(results_dir, top)
+    for path in [] if to_stdout else paths.values():
+        check_output_file(path, force, "--out", input_files(inputs))
     if inputs.missing:
         ui.warn(f"not in {results_dir}: {', '.join(inputs.missing)}; the report leaves out what needs them")
     for note in inputs.notes:
