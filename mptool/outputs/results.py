@@ -46,7 +46,7 @@ CSV_FLOAT_FORMAT = "%.12g"
 #: Name of the checkpoint folder inside an output folder (see mptool.runtime.checkpoint).
 CHECKPOINT_DIR = ".checkpoint"
 
-#: Output folders this process is writing (resolved) -> their result file names.
+#: Output folders this process is writing (as given) -> their result file names.
 _folders: dict[Path, list[str]] = {}
 #: Folders :func:`prepare_out_dir` created, outermost first: removed at the end if empty.
 _created: list[Path] = []
@@ -138,7 +138,7 @@ def prepare_out_dir(
         run_lock.acquire(out, takeover=resume or force)
     except OSError as exc:
         raise InputError(f"{out}: cannot create the lock file {LOCK_NAME} ({exc.strerror or exc})") from None
-    _folders[out.resolve()] = list(filenames)
+    _folders[out] = list(filenames)
     clash = [f for f in filenames if (out / f).exists()]
     if clash and not force:
         raise InputError(f"{out}: already holds {', '.join(clash)}; pass --force to overwrite or choose another --out")
