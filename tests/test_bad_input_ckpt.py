@@ -487,9 +487,9 @@ def test_attack_with_synthetic_shadows_resumes_byte_identical(tmp_path: Path, mo
     import mptool.attacks.shadows as shadows
 
     small_inputs(tmp_path, mixed_frame(80, seed=3))
-    args = ["attack", tmp_path / "d.csv", "--model", tmp_path / "s.yaml", "--candidates", 40, "--targets", 8,
-            "--iterations", 2, "--shadows", 4, "--attacks", "untargeted", "--shadow-data", "marginals",
-            "--pdtp-iterations", 0, "-j", 1, "-q"]
+    flags = "--candidates 40 --targets 8 --iterations 2 --shadows 4 --attacks untargeted --shadow-data marginals"
+    args = ["attack", tmp_path / "d.csv", "--model", tmp_path / "s.yaml", *flags.split(), "--pdtp-iterations", "0"]
+    args += ["-j", "1", "-q"]
     clean = run_cli(*args, "--out", tmp_path / "clean")
     assert clean.code in (0, 1), clean.stderr
 
