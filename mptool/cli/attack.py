@@ -90,7 +90,9 @@ def attack(
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
     spec = load_spec(spec_path, {"seed": seed, "output.bin_size": bin_size})
-    out_dir = prepare_out_dir(out or default_out_dir("attack"), ["attack.csv", "attack.json"], force)
+    inputs = {"the data file": data_path, "the spec": spec_path}
+    results = ["attack.csv", "attack.json"]
+    out_dir = prepare_out_dir(out or default_out_dir("attack"), results, force, resume=resume, inputs=inputs)
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:
         ui.warn(note)

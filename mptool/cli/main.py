@@ -13,12 +13,22 @@ import typer
 
 from mptool.cli import attack, datasets, pdtp, reduce, report  # noqa: F401 - registers the subcommands
 from mptool.cli.app import app, state
+from mptool.outputs.results import release_out_dirs
 from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, InputError
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app and map outcomes to exit codes."""
+    try:
+        code = _run(argv)
+    finally:
+        release_out_dirs()  # every exit path: the --out lock, and folders a failed run created
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _run(argv: list[str] | None) -> int | None:
+    """Run the app; the exit code it maps to (errors print one line)."""
     try:
         code = app(args=argv, prog_name="mptool", standalone_mode=False)
     except typer.Exit as exc:
@@ -47,4 +57,4 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
         code = EXIT_INTERNAL
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+    return code

@@ -105,7 +105,9 @@ def pdtp(
     spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
     rows = parse_rows(records)
     options = PdtpOptions(threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries)
-    out_dir = prepare_out_dir(out or default_out_dir("pdtp"), ["pdtp.csv", "pdtp.json"], force)
+    inputs = {"the data file": data_path, "the spec": spec_path, "the --queries file": queries}
+    names = ["pdtp.csv", "pdtp.json"]
+    out_dir = prepare_out_dir(out or default_out_dir("pdtp"), names, force, resume=resume, inputs=inputs)
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
     for note in prep.notes:
         ui.warn(note)

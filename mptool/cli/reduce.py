@@ -66,7 +66,14 @@ def reduce_dtp(
     from mptool.api.reduce import write_clean as write_clean_csv
     from mptool.inputs.prepare import prepare
     from mptool.inputs.spec import load_spec
-    from mptool.outputs.results import default_out_dir, prepare_out_dir, to_csv, to_json, write_atomic
+    from mptool.outputs.results import (
+        check_output_file,
+        default_out_dir,
+        prepare_out_dir,
+        to_csv,
+        to_json,
+        write_atomic,
+    )
     from mptool.runtime.parallel import check_backend
 
     data_path, spec_path = resolve_inputs(data, model, "reduce-dtp", quiet)
@@ -82,14 +89,10 @@ def reduce_dtp(
     parse_strategy(strategy)
     spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
     names = ["reduce.csv", "reduce.json", *(["clean-spec.yaml"] if write_clean else [])]
-    out_dir = prepare_out_dir(out or default_out_dir("reduce"), names, force)
+    inputs = {"the data file": data_path, "the spec": spec_path}
+    out_dir = prepare_out_dir(out or default_out_dir("reduce"), names, force, resume=resume, inputs=inputs)
     if write_clean is not None:
-        if write_clean.exists() and not force:
-            raise InputError(f"{write_clean}: --write-clean target exists; pass --force or choose another path")
-        if write_clean.resolve() == Path(data_path).resolve():
-            raise InputError(f"{write_clean}: --write-clean would overwrite the input data; choose another path")
-        if not write_clean.parent.is_dir():
-            raise InputError(f"{write_clean}: the folder for --write-clean does not exist")
+        check_output_file(write_clean, force, "--write-clean", inputs)
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:
         ui.warn(note)

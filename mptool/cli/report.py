@@ -38,6 +38,7 @@ def report(
         ),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing report file.")] = False,
 ) -> int:
     """A self-contained HTML report and/or a Markdown summary of a results directory.
 
@@ -47,10 +48,12 @@ def report(
     trace, run manifest; one file, no network. Markdown: verdict, summary and riskiest
     records for $GITHUB_STEP_SUMMARY ('--format md --out - >> "$GITHUB_STEP_SUMMARY"').
     No report shows the records' feature values or ids unless --show-values is given, and
-    then only the HTML one. Overwrites --out.
+    then only the HTML one. An existing report file is overwritten only with --force; the
+    results and the data and spec they name never.
     """
     from mptool.outputs.report import FORMATS, load_results, output_paths, render
-    from mptool.outputs.results import write_atomic
+    from mptool.outputs.report.loader import input_files
+    from mptool.outputs.results import check_output_file, write_atomic
 
     if format not in FORMATS:
         raise InputError(f"--format must be one of {', '.join(FORMATS)} (got '{format}')")
@@ -65,10 +68,9 @@ def report(
             "(use --format html or both)"
         )
     paths = output_paths(results_dir, None if to_stdout else out, format)
-    for path in paths.values():
-        if not to_stdout and (path.is_dir() or not path.parent.is_dir()):
-            raise InputError(f"{path}: --out must be a file in an existing folder")
     inputs = load_results(results_dir, top, show_values=show_values)
+    for path in [] if to_stdout else paths.values():
+        check_output_file(path, force, "--out", input_files(inputs))
     if inputs.missing:
         ui.warn(f"not in {results_dir}: {', '.join(inputs.missing)}; the report leaves out what needs them")
     for note in inputs.notes:

@@ -1,8 +1,16 @@
 """Writing results: output directories, atomic CSV/JSON files, and the run manifest.
 
 Every file is written under a temporary name in the target directory and renamed into
-place, so a reader never sees a half-written result. Existing results are never
-overwritten unless ``force`` is set.
+place, so a reader never sees a half-written result. The rules of what a run may write
+live here, checked before any work starts (exit 2 otherwise):
+
+- one run per output folder: :func:`prepare_out_dir` takes the folder's lock
+  (:mod:`mptool.runtime.lock`);
+- existing results, reports and cleaned CSVs are never overwritten unless ``force`` is set;
+- a run's own input files (data, spec, query CSV; for a report, the result files and the
+  data and spec its manifest names) are never an output path, even with ``force``;
+- one output of a run is never another (``--write-clean`` onto the trace);
+- a failed run leaves no folder it created behind (:func:`release_out_dirs`).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -22,7 +31,9 @@ import numpy as np
 import pandas as pd
 
 from mptool import __version__
+from mptool.runtime import lock as run_lock
 from mptool.runtime.errors import InputError
+from mptool.runtime.lock import LOCK_NAME
 
 #: Libraries whose versions go into every manifest.
 TRACKED_PACKAGES = ("numpy", "pandas", "scikit-learn", "scipy", "joblib", "pydantic", "typer")
@@ -32,6 +43,13 @@ os.umask(_UMASK)
 
 #: Float format of per-record CSV files (12 significant digits: stable across platforms).
 CSV_FLOAT_FORMAT = "%.12g"
+#: Name of the checkpoint folder inside an output folder (see mptool.runtime.checkpoint).
+CHECKPOINT_DIR = ".checkpoint"
+
+#: Output folders this process is writing (as given) -> their result file names.
+_folders: dict[Path, list[str]] = {}
+#: Folders :func:`prepare_out_dir` created, outermost first: removed at the end if empty.
+_created: list[Path] = []
 
 
 def default_out_dir(command: str) -> Path:
@@ -45,24 +63,123 @@ def default_out_dir(command: str) -> Path:
     return out
 
 
-def prepare_out_dir(out: Path, filenames: list[str], force: bool) -> Path:
-    """Create ``out`` if needed and check it is writable and holds none of ``filenames`` (unless force).
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same resolved path, or the same inode (links)."""
+    try:
+        if Path(a).resolve() == Path(b).resolve():
+            return True
+        return os.path.samefile(a, b)
+    except (OSError, RuntimeError):
+        return False
 
-    Called before any long work so a bad --out fails fast with exit 2.
-    """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: --out exists and is not a directory")
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return Path(path).resolve().is_relative_to(Path(folder).resolve())
+    except (OSError, RuntimeError):
+        return False
+
+
+#: A run's input files: role -> path, or (role, path) pairs.
+Inputs = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
+
+
+def _input_files(inputs: Inputs) -> list[tuple[str, Path]]:
+    """The (role, path) of each input that names an existing file (``--queries self`` names none)."""
+    out = []
+    pairs = inputs.items() if isinstance(inputs, Mapping) else (inputs or ())
+    for role, value in pairs:
+        if value is not None and str(value) and Path(value).is_file():
+            out.append((role, Path(value)))
+    return out
+
+
+def refuse_inputs(targets: Iterable[Path], inputs: Inputs, flag: str) -> None:
+    """InputError if a target path is one of the run's input files (``inputs``: role -> path), force or not."""
+    for target in targets:
+        for role, path in _input_files(inputs):
+            if _same_file(target, path):
+                raise InputError(
+                    f"{target}: {flag} would overwrite {role} {path}; mptool never overwrites the files a run "
+                    "reads, even with --force: choose another path"
+                )
+
+
+def _make_dirs(out: Path) -> None:
+    """``mkdir -p out``, remembering which folders did not exist (to remove them if left empty)."""
+    missing = [p for p in (out, *out.parents) if not p.exists()]
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"{out}: cannot create the output directory ({exc.strerror})") from None
+    _created.extend(reversed(missing))
+
+
+def prepare_out_dir(
+    out: Path, filenames: list[str], force: bool, *, resume: bool = False, inputs: Inputs = None
+) -> Path:
+    """Create ``out`` if needed, take its lock, and check it holds none of ``filenames`` (unless force).
+
+    ``inputs`` (role -> path: the data, the spec...) may not be any of the run's outputs,
+    even with ``force``; ``resume`` or ``force`` take over a stale lock. Called before any
+    long work so a bad --out fails fast with exit 2; :func:`release_out_dirs` undoes it.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: --out exists and is not a directory")
+    refuse_inputs([out / f for f in (*filenames, LOCK_NAME)], inputs, "--out")
+    for role, path in _input_files(inputs):
+        if _inside(path, out / CHECKPOINT_DIR):
+            raise InputError(f"{path}: {role} is inside {out / CHECKPOINT_DIR}, which --force clears; move it")
+    _make_dirs(out)
     if not os.access(out, os.W_OK | os.X_OK):
         raise InputError(f"{out}: the output directory is not writable; choose another --out")
+    try:
+        run_lock.acquire(out, takeover=resume or force)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot create the lock file {LOCK_NAME} ({exc.strerror or exc})") from None
+    _folders[out] = list(filenames)
     clash = [f for f in filenames if (out / f).exists()]
     if clash and not force:
         raise InputError(f"{out}: already holds {', '.join(clash)}; pass --force to overwrite or choose another --out")
     return out
+
+
+def check_output_file(path: Path, force: bool, flag: str, inputs: Inputs = None) -> Path:
+    """Check a file a run writes outside its folder's result names (``report --out``, ``--write-clean``).
+
+    Refused always: an input file, one of the results or the lock or checkpoint of a folder
+    this process is writing; refused without ``force``: an existing file.
+    """
+    path = Path(path)
+    if path.is_dir() or not path.parent.is_dir():
+        what = "is a folder" if path.is_dir() else "its folder does not exist"
+        raise InputError(f"{path}: {flag} {what}; give a file in an existing folder")
+    refuse_inputs([path], inputs, flag)
+    for folder, names in _folders.items():
+        if any(_same_file(path, folder / name) for name in (*names, LOCK_NAME)) or _inside(
+            path, folder / CHECKPOINT_DIR
+        ):
+            raise InputError(f"{path}: {flag} would overwrite an output of this run in {folder}; choose another path")
+    if path.exists() and not force:
+        raise InputError(f"{path}: {flag} exists; pass --force to overwrite or choose another path")
+    return path
+
+
+def release_out_dirs() -> None:
+    """Release this process's output-folder locks and remove the folders it created that are empty.
+
+    Called on every exit path of a command (the CLI's ``finally``); a failed run thus leaves
+    no empty ``--out`` folder behind, while results and a checkpoint keep theirs.
+    """
+    run_lock.release_all()
+    for folder in reversed(_created):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass  # not empty, or not ours any more
+    _created.clear()
+    _folders.clear()
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 #: Longest line mptool echoes (an error, warning or note); longer ones lose their middle.
-LINE_LIMIT = 300
+LINE_LIMIT = 500
 #: Longest excerpt of one value from the data (a cell, a class label, an id).
 EXCERPT_LIMIT = 40
 

@@ -309,6 +309,27 @@ def _manifests(inputs: ReportInputs) -> list[dict[str, Any]]:
     return out
 
 
+def input_files(inputs: ReportInputs) -> list[tuple[str, Path]]:
+    """(role, path) of the files a report must never overwrite: the results it read and the
+    data, spec and query CSV named in their manifests.
+
+    Manifest paths are as typed on the run's command line (relative to where it ran), so
+    each is taken both as given and relative to the results folder.
+    """
+    files = [("the result file", inputs.results_dir / n) for pair in RESULT_FILES.values() for n in pair]
+    named: list[tuple[str, str]] = []
+    for m in _manifests(inputs):
+        if isinstance(m.get("data"), str):
+            named.append(("the data file", m["data"]))
+        words = str(m.get("command", "")).split()
+        for flag, role in (("--model", "the spec"), ("-m", "the spec"), ("--queries", "the --queries file")):
+            named += [(role, w) for prev, w in zip(words, words[1:], strict=False) if prev == flag]
+            named += [(role, w.split("=", 1)[1]) for w in words if w.startswith(flag + "=")]
+    for role, text in named:
+        files += [(role, Path(text)), (role, inputs.results_dir / text)]
+    return files
+
+
 def load_features(inputs: ReportInputs, top: int) -> pd.DataFrame | None:
     """Feature values of the top records from the audited CSV named in the run manifest.
 
