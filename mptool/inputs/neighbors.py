@@ -38,7 +38,12 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
+
+try:  # scikit-learn >= 1.6
+    from sklearn.utils.validation import validate_data as _sk_validate_data
+except ImportError:  # pragma: no cover - scikit-learn 1.4/1.5
+    _sk_validate_data = None
 
 #: Metric names → the distance kind: 'l2' (key = squared distance), 'l1' or 'linf'.
 METRICS: dict[str, str] = {
@@ -81,6 +86,16 @@ def metric_kind(metric: Any, p: Any, metric_params: Any) -> str:
     if metric not in METRICS:
         raise ValueError(f"metric {metric!r} is not supported by mptool's tie-stable k-NN; {SUPPORTED_HINT}")
     return METRICS[metric]
+
+
+def _validated(est: BaseEstimator, X: Any, y: Any = None, reset: bool = True) -> Any:
+    """X (and y) checked as sklearn does: dense, finite float64; ``n_features_in_`` set on fit."""
+    no_y = y is None
+    if _sk_validate_data is not None:
+        kw = {"reset": reset, "dtype": np.float64, "ensure_all_finite": True, "accept_sparse": False}
+        return _sk_validate_data(est, X, **kw) if no_y else _sk_validate_data(est, X, y, **kw)
+    kw = {"reset": reset, "dtype": np.float64, "force_all_finite": True, "accept_sparse": False}
+    return est._validate_data(X, **kw) if no_y else est._validate_data(X, y, **kw)
 
 
 def _integer_bound(A: np.ndarray) -> float | None:
@@ -245,7 +260,7 @@ class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         why = self.unsupported()
         if why is not None:
             raise ValueError(why)
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=True, accept_sparse=False)
+        X, y = _validated(self, X, y)
         check_classification_targets(y)
         self.classes_, self._y = np.unique(y, return_inverse=True)
         self._fit_X = np.ascontiguousarray(X)
@@ -282,7 +297,7 @@ class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         if X is None:
             dist, ind = self.kneighbors_excluding(self._fit_X, np.arange(self.n_samples_fit_), m)
         else:
-            Q = validate_data(self, X, dtype=np.float64, ensure_all_finite=True, reset=False)
+            Q = _validated(self, X, reset=False)
             self._check_k(m)
             dist, ind = self._ordered(Q, m)
         return (dist, ind) if return_distance else ind
