@@ -19,10 +19,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.compose import ColumnTransformer
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.impute import SimpleImputer
+from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.inputs.data import Schema
+from mptool.inputs.neighbors import TieStableKNeighborsClassifier
 from mptool.inputs.spec import ModelSpec, Spec
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
@@ -39,7 +41,8 @@ SHORT_NAMES: dict[str, tuple[str, dict[str, Any]]] = {
         "sklearn.neural_network.MLPClassifier",
         {"hidden_layer_sizes": [64], "activation": "tanh", "learning_rate_init": 0.01, "max_iter": 100},
     ),
-    "knn": ("sklearn.neighbors.KNeighborsClassifier", {}),
+    # scikit-learn's k-NN with a deterministic tie rule (distance, then training row): mptool.inputs.neighbors
+    "knn": ("mptool.inputs.neighbors.TieStableKNeighborsClassifier", {}),
     "decision_tree": ("sklearn.tree.DecisionTreeClassifier", {}),
     "random_forest": ("sklearn.ensemble.RandomForestClassifier", {"n_estimators": 100, "n_jobs": 1}),
 }
@@ -69,7 +72,10 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
 
     A dotted path may import only from sklearn unless its module is named in
     ``allow_imports`` (the CLI's --allow-import): a spec file must not run arbitrary code.
-    ``random_state`` is set to the spec's seed when the estimator takes one.
+    ``random_state`` is set to the spec's seed when the estimator takes one. k-NN
+    (``knn`` or sklearn's KNeighborsClassifier) becomes :class:`TieStableKNeighborsClassifier`,
+    whose ties do not depend on threads or on which record was removed; parameters it cannot
+    make deterministic are refused here, before any data is read.
     """
     name = model.estimator
     if name in SHORT_NAMES:
@@ -93,6 +99,8 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
         raise InputError(f"model.estimator '{name}': cannot import '{path}'; check the spelling") from None
     if not isinstance(cls, type) or not issubclass(cls, BaseEstimator):
         raise InputError(f"model.estimator '{name}' is not a scikit-learn estimator class")
+    if cls is KNeighborsClassifier:  # same parameters; ties broken by (distance, row), not by sklearn's search
+        cls = TieStableKNeighborsClassifier
     params = {**defaults, **model.params}
     try:
         valid = cls().get_params(deep=False)
@@ -108,6 +116,8 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
     if "random_state" in valid and "random_state" not in model.params:
         params["random_state"] = seed
     est = cls(**params)
+    if isinstance(est, TieStableKNeighborsClassifier) and (why := est.unsupported()) is not None:
+        raise InputError(f"model.params: {name}: {why}")
     if not is_classifier(est):
         raise InputError(f"model.estimator '{name}' is not a classifier")
     if not hasattr(est, "predict_proba"):

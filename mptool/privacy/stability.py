@@ -42,6 +42,7 @@ from sklearn.pipeline import Pipeline
 
 from mptool.inputs.data import MISSING_CATEGORY, Records, read_csv
 from mptool.inputs.models import DomainEncoder, fit, proba_in
+from mptool.inputs.neighbors import TieStableKNeighborsClassifier
 from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.design import class_index, design_parts
 from mptool.loo.naive_bayes import CategoricalCounts, _alpha, categorical_parts
@@ -108,7 +109,7 @@ def stability_bound(template: Any, train: Records, classes: np.ndarray) -> Bound
             f"{type(est).__name__}: Props. 6.4/6.5 cover naive Bayes over discrete features estimated by counts, "
             "not Gaussian or multinomial likelihoods",
         )
-    if type(est) is KNeighborsClassifier:
+    if type(est) in (KNeighborsClassifier, TieStableKNeighborsClassifier):
         return Bound("none", "k-NN is not training stable (Long et al. 6.3): PDTP is only a lower bound of its DTP")
     if type(est) is LogisticRegression:
         return Bound(
