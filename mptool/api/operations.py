@@ -38,6 +38,7 @@ from mptool.attacks.protocol import AttackOptions, parse_attacks, run_attack
 from mptool.inputs.prepare import Prepared, prepare
 from mptool.inputs.spec import Spec, load_spec, parse_spec
 from mptool.loo import select_engine
+from mptool.privacy.stability import resolve_queries
 from mptool.runtime.checkpoint import options_dict, run_key, saving_on_interrupt
 from mptool.runtime.parallel import check_backend, checkpointing, session
 
@@ -129,6 +130,7 @@ def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tup
     prep = prepare(data, spec, allow_import)
     select_positions(prep, options.records, options.sample)
     select_engine(options.engine, spec, prep.template)
+    resolve_queries(options.queries, prep.train, spec.data.missing_values)  # a bad --queries file fails here
     return prep
 
 
