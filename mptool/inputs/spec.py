@@ -151,7 +151,8 @@ class _StrictLoader(yaml.SafeLoader):
             raise _SpecYamlError(line, f"anchor &{event.anchor} is not allowed in a spec; write values out")
         tag = getattr(event, "tag", None)
         if tag is not None and tag != _STR:
-            raise _SpecYamlError(line, f"tag {tag} is not allowed in a spec; write a plain or quoted value")
+            shown = tag.replace("tag:yaml.org,2002:", "!!")
+            raise _SpecYamlError(line, f"tag {shown} is not allowed in a spec; write a plain or quoted value")
         self._depth += 1
         if self._depth > MAX_DEPTH:
             raise _SpecYamlError(line, f"nesting deeper than {MAX_DEPTH} levels; a spec needs 4")
@@ -262,9 +263,9 @@ def dump_yaml(raw: Any) -> str:
 def _number(value: Any) -> Any:
     """Numbers only: YAML text or a boolean where a number belongs is refused, not converted."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got the boolean {str(value).lower()}")
+        raise ValueError(f"expected a number (got the boolean {str(value).lower()})")
     if isinstance(value, str):
-        raise ValueError("expected a number, got text (numbers are written without quotes)")
+        raise ValueError(f"expected a number, not text: write numbers without quotes (got {_excerpt(value)})")
     return value
 
 
