@@ -18,9 +18,9 @@ import pytest
 from conftest import mixed_frame, run_cli
 from test_bad_input import good_csv, good_spec, pdtp_args, snapshot, text_file
 
-from mptool.errors import InputError
 from mptool.inputs import options
-from mptool.spec import MAX_SPEC_BYTES, dump_yaml, load_spec, read_yaml
+from mptool.inputs.spec import MAX_SPEC_BYTES, dump_yaml, load_spec, read_yaml
+from mptool.runtime.errors import InputError
 
 Case = Callable[[Path], tuple[list[str], list[str]]]
 
@@ -561,7 +561,7 @@ def test_many_columns_categorical_nb_runs(tmp_path: Path) -> None:
 
 
 def test_log_deltas_match_the_propositions() -> None:
-    from mptool.stability import log_lsq_delta, log_nb_delta, lsq_delta, nb_delta
+    from mptool.privacy.stability import log_lsq_delta, log_nb_delta, lsq_delta, nb_delta
 
     assert log_nb_delta(6, 2, 2, 3) == pytest.approx(math.log(3.0))
     assert log_nb_delta(6, 2, 2) == pytest.approx(math.log(2.4))
@@ -593,3 +593,40 @@ def test_jobs_bounds_follow_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InputError, match="--jobs 33"):
         options.check_jobs(33)
     options.check_jobs(500, scheduler="tcp://10.0.0.5:8786")  # a cluster may have more workers
+
+
+API_SPEC = {"data": {"label": "label"}, "model": {"estimator": "gaussian_nb"}}
+
+
+@pytest.mark.parametrize(
+    ("call", "kwargs", "fragment"),
+    [
+        ("pdtp", {"threshold": float("nan")}, "threshold must be a finite number above 0"),
+        ("pdtp", {"jobs": 100_000}, "jobs 100000 is more than"),
+        ("pdtp", {"scheduler": "not an address"}, "scheduler 'not an address'"),
+        ("pdtp", {"allow_import": ("",)}, "allow_import '' is not a module name"),
+        ("pdtp", {"sample": 0}, "sample must be at least 1"),
+        ("attack", {"iterations": 10**6}, "iterations must be at least 1 and at most 10,000"),
+        ("attack", {"max_auc": 2.0}, "max_auc must be a number between 0 and 1"),
+        ("reduce_dtp", {"max_removals": -1}, "max_removals must be at least 0"),
+        ("reduce_dtp", {"threshold": math.inf}, "threshold"),
+    ],
+)
+def test_python_api_checks_parameters_like_the_flags(call: str, kwargs: dict, fragment: str) -> None:
+    import mptool
+
+    with pytest.raises(InputError, match=fragment):
+        getattr(mptool, call)(mixed_frame(20), API_SPEC, **kwargs)
+
+
+def test_dataframe_input_uses_the_missing_markers() -> None:
+    import mptool
+
+    frame = mixed_frame(30, seed=5).astype({"x1": object, "color": object})
+    frame.loc[3, "x1"] = "?"
+    frame.loc[4, "color"] = "NA"
+    result = mptool.pdtp(frame, API_SPEC, jobs=1)  # '?' makes x1 categorical; 'NA' is a colour
+    assert result.summary["rows_dropped_missing"] == 0
+    spec = {**API_SPEC, "data": {"label": "label", "missing_values": ["", "?", "NA"]}}
+    result = mptool.pdtp(frame, spec, jobs=1)
+    assert result.summary["rows_dropped_missing"] == 2 and result.summary["n_train"] == 28

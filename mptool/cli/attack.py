@@ -85,8 +85,8 @@ def attack(
 
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
     flags.check_attack_flags(
-        counts={"--candidates": candidates, "--iterations": iterations, "--targets": targets, "--shadows": shadows,
-                "--pairs": pairs, "--shadow-pool": shadow_pool, "--pdtp-iterations": pdtp_iterations},
+        counts={"candidates": candidates, "iterations": iterations, "targets": targets, "shadows": shadows,
+                "pairs": pairs, "shadow_pool": shadow_pool, "pdtp_iterations": pdtp_iterations},
         max_accuracy=max_accuracy, max_auc=max_auc,
     )
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)

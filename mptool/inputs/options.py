@@ -35,14 +35,16 @@ JOBS_CLUSTER_MAX = 65_536
 #: 100 targets, a few thousand candidates); far above any real run, they stop a typo such as
 #: ``--iterations 10000000`` from allocating gigabytes before the first fit.
 ATTACK_MAX = {
-    "--candidates": 10_000_000,
-    "--iterations": 10_000,
-    "--targets": 1_000_000,
-    "--shadows": 10_000,
-    "--pairs": 1_000,
-    "--shadow-pool": 10_000,
-    "--pdtp-iterations": 10_000,
+    "candidates": 10_000_000,
+    "iterations": 10_000,
+    "targets": 1_000_000,
+    "shadows": 10_000,
+    "pairs": 1_000,
+    "shadow_pool": 10_000,
+    "pdtp_iterations": 10_000,
 }
+#: Attack counts that may be 0 (off).
+ATTACK_MAY_BE_ZERO = ("shadow_pool", "pdtp_iterations")
 #: The protocol keeps an iterations x candidates membership matrix (one byte per cell).
 ATTACK_CELLS_MAX = 200_000_000
 #: reduce-dtp: removal steps in the trace.
@@ -107,21 +109,22 @@ def check_rate(value: float | None, flag: str) -> None:
         raise InputError(f"{flag} must be a number between 0 and 1 (got {value})")
 
 
-def check_jobs(jobs: int, scheduler: str | None = None) -> None:
+def check_jobs(jobs: int, scheduler: str | None = None, flag: str = "--jobs") -> None:
     """``--jobs``: 0 = every core; at most ``JOBS_PER_CORE`` x the local cores without ``--scheduler``."""
     if jobs < 0:
-        raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
+        raise InputError(f"{flag} must be 0 (every core) or a positive number (got {jobs})")
     cores = os.cpu_count() or 1
     if not scheduler and jobs > JOBS_PER_CORE * cores:
         raise InputError(
-            f"--jobs {jobs} is more than {JOBS_PER_CORE} workers per core of this machine ({cores} cores); "
-            f"use --jobs 0 for every core, or --scheduler to run on a cluster"
+            f"{flag} {jobs} is more than {JOBS_PER_CORE} workers per core of this machine ({cores} cores); "
+            f"use {flag} 0 for every core, or {'--scheduler' if flag.startswith('--') else 'scheduler'} "
+            "to run on a cluster"
         )
     if jobs > JOBS_CLUSTER_MAX:
-        raise InputError(f"--jobs must be at most {JOBS_CLUSTER_MAX:,} (got {jobs})")
+        raise InputError(f"{flag} must be at most {JOBS_CLUSTER_MAX:,} (got {jobs})")
 
 
-def check_scheduler(address: str | None) -> None:
+def check_scheduler(address: str | None, flag: str = "--scheduler") -> None:
     """``--scheduler``: HOST:PORT with an optional scheme (tcp://, tls://, ray:// ...), or ``auto`` (Ray).
 
     Checked by form only, before any connection is tried, so a typo fails at once.
@@ -132,19 +135,17 @@ def check_scheduler(address: str | None) -> None:
     if m is None or not 1 <= int(m.group("port")) <= 65535:
         shown = address if len(address) <= 60 else address[:60] + "..."
         raise InputError(
-            f"--scheduler {shown!r} is not an address of the form tcp://HOST:PORT "
+            f"{flag} {shown!r} is not an address of the form tcp://HOST:PORT "
             "(e.g. tcp://10.0.0.5:8786 for Dask, ray://HOST:10001 or auto for Ray)"
         )
 
 
-def check_allow_import(modules: Sequence[str] | None) -> None:
+def check_allow_import(modules: Sequence[str] | None, flag: str = "--allow-import") -> None:
     """``--allow-import``: each a dotted Python module name such as ``xgboost`` or ``mypkg.models``."""
     for name in modules or ():
         if not _MODULE.match(name):
             shown = name if len(name) <= 60 else name[:60] + "..."
-            raise InputError(
-                f"--allow-import {shown!r} is not a module name; give a dotted module path such as xgboost"
-            )
+            raise InputError(f"{flag} {shown!r} is not a module name; give a dotted module path such as xgboost")
 
 
 def check_run_flags(
@@ -172,19 +173,28 @@ def check_reduce_flags(*, threshold: float, train_size: int | None, max_removals
     check_count(max_removals, "--max-removals", 0, MAX_REMOVALS_MAX)
 
 
-def check_attack_flags(*, counts: dict[str, int], max_accuracy: float | None, max_auc: float | None) -> None:
+def check_attack_flags(
+    *, counts: dict[str, int], max_accuracy: float | None, max_auc: float | None, dashes: bool = True
+) -> None:
     """``mptool attack``: every count positive and bounded (``ATTACK_MAX``), the gates in [0, 1].
 
-    ``counts`` maps flag names (``--candidates`` ...) to values; ``--shadow-pool`` and
-    ``--pdtp-iterations`` may be 0 (off).
+    ``counts`` maps count names (``candidates``, ``shadow_pool`` ...) to values; errors name
+    them as flags (``--shadow-pool``) or, with ``dashes`` False, as the API's parameters.
     """
-    for flag, value in counts.items():
-        check_count(value, flag, 0 if flag in ("--shadow-pool", "--pdtp-iterations") else 1, ATTACK_MAX[flag])
-    cells = counts.get("--iterations", 1) * counts.get("--candidates", 1)
+
+    def name(key: str) -> str:
+        return "--" + key.replace("_", "-") if dashes else key
+
+    for key, value in counts.items():
+        check_count(value, name(key), 0 if key in ATTACK_MAY_BE_ZERO else 1, ATTACK_MAX[key])
+    cells = counts.get("iterations", 1) * counts.get("candidates", 1)
     if cells > ATTACK_CELLS_MAX:
-        raise InputError(f"--iterations x --candidates is {cells:,}, more than {ATTACK_CELLS_MAX:,}; lower one of them")
-    check_rate(max_accuracy, "--max-accuracy")
-    check_rate(max_auc, "--max-auc")
+        raise InputError(
+            f"{name('iterations')} x {name('candidates')} is {cells:,}, more than {ATTACK_CELLS_MAX:,}; "
+            "lower one of them"
+        )
+    check_rate(max_accuracy, name("max_accuracy"))
+    check_rate(max_auc, name("max_auc"))
 
 
 def check_purchase_flags(*, rows: int, features: int, classes: int, segments: int, seed: int) -> None:
@@ -198,3 +208,22 @@ def check_purchase_flags(*, rows: int, features: int, classes: int, segments: in
         raise InputError(
             f"--rows x --features is {rows * features:,}, more than {PURCHASE_CELLS_MAX:,}; lower one of them"
         )
+
+
+def check_operation(
+    *,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    allow_import: Sequence[str] = (),
+    threshold: float | None = None,
+    sample: int | None = None,
+    max_removals: int | None = None,
+) -> None:
+    """The same rules for the Python API (``mptool.pdtp``, ``attack``, ``reduce_dtp``), naming its parameters."""
+    check_jobs(jobs or 0, scheduler, flag="jobs")
+    check_scheduler(scheduler, flag="scheduler")
+    check_allow_import(allow_import, flag="allow_import")
+    if threshold is not None:
+        check_threshold(threshold, "threshold")
+    check_count(sample, "sample", 1)
+    check_count(max_removals, "max_removals", 0, MAX_REMOVALS_MAX)
