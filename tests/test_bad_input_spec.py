@@ -630,3 +630,34 @@ def test_dataframe_input_uses_the_missing_markers() -> None:
     spec = {**API_SPEC, "data": {"label": "label", "missing_values": ["", "?", "NA"]}}
     result = mptool.pdtp(frame, spec, jobs=1)
     assert result.summary["rows_dropped_missing"] == 2 and result.summary["n_train"] == 28
+
+
+YAML_TEXTS = [
+    "a: 1e-9\nb: 1E5\nc: .5\nd: 0x10\ne: 2024-01-01\nf: true\ng: ~\nh: 'yes'\ni: !!str 010\nj: [1, -2.5, +3]\n",
+    "data:\n  label: label\n  label: other\n",
+    "a: &x 1\nb: *x\n",
+    "a: !!binary aGk=\n",
+    "a: " + "[" * 40 + "]" * 40 + "\n",
+    "x:\n  v: yes\n",
+    "seed: 010\n",
+    "41: a\n",
+    "a: .nan\n",
+    "data:\n  label: [unclosed\n",
+    "a: 1\n---\nb: 2\n",
+]
+
+
+@pytest.mark.parametrize("text", YAML_TEXTS)
+def test_pure_python_and_libyaml_readers_agree(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """The libyaml parser is used when present (fast); PyYAML's own parser is the fallback: same results."""
+    from mptool.inputs import spec as spec_module
+
+    def outcome() -> object:
+        try:
+            return read_yaml(text, "t.yaml")
+        except InputError as exc:
+            return str(exc).split(" YAML syntax error")[0] if "syntax" in str(exc) else str(exc)
+
+    fast = outcome()
+    monkeypatch.setattr(spec_module, "_Loader", spec_module._PyLoader)
+    assert outcome() == fast

@@ -45,7 +45,7 @@ MAX_MARKERS, MAX_MARKER_CHARS = 100, 100
 _STR = "tag:yaml.org,2002:str"
 _SEQ = "tag:yaml.org,2002:seq"
 _MAP = "tag:yaml.org,2002:map"
-_TEXT = "tag:mptool,2024:text"  # an explicit !!str: text as written
+_PLAIN = "tag:mptool,2024:plain"  # a plain (unquoted, untagged) scalar, typed by _plain
 _INT_12 = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
 _LEADING_ZERO = re.compile(r"^[-+]?0[0-9]+$")
 _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
@@ -76,7 +76,10 @@ def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1 if node.start_mark is not None else 0
 
 
-def _reading_11(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+_YAML_11 = yaml.constructor.SafeConstructor()  # builds YAML 1.1 readings for comparison, never a document
+
+
+def _reading_11(node: yaml.ScalarNode) -> Any:
     """What YAML 1.1 (PyYAML's safe_load) makes of a plain scalar: a bool, int or float, else None."""
     text = node.value
     if text in _BOOL_11_EXTRA:
@@ -86,7 +89,7 @@ def _reading_11(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
         if regexp.match(text):
             kind = tag.rsplit(":", 1)[-1]
             if kind in ("bool", "int", "float"):
-                return getattr(yaml.SafeLoader, f"construct_yaml_{kind}")(loader, node)
+                return getattr(_YAML_11, f"construct_yaml_{kind}")(node)
             return None
     return None
 
@@ -106,12 +109,12 @@ def _reading_12(text: str) -> Any:
     return text
 
 
-def _plain(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+def _plain(node: yaml.ScalarNode) -> Any:
     """A plain scalar's value, or :class:`_Refused` where YAML 1.1 and 1.2 disagree or it is not finite."""
     text = node.value
     if _NONFINITE.match(text):
         return _Refused(_line(node), f"{text} is not a finite number; every number in a spec must be finite")
-    v12, v11 = _reading_12(text), _reading_11(loader, node)
+    v12, v11 = _reading_12(text), _reading_11(node)
     if _LEADING_ZERO.match(text):
         v12 = int(text)  # YAML 1.2 reads 010 as 10, YAML 1.1 as octal 8 (and 09 as text): refused below
         v11 = "text" if v11 is None else v11
@@ -132,48 +135,30 @@ def _plain(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
     )
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader without implicit typing, anchors, aliases or tags; scalars typed by :func:`_plain`."""
+class _StrictResolver(yaml.resolver.BaseResolver):
+    """No implicit types: a plain scalar gets the private tag ``_PLAIN`` (typed by :func:`_plain`), others text."""
 
-    yaml_implicit_resolvers: dict = {}  # every scalar composes as text; _construct_str types plain ones
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode:
+            return _PLAIN if implicit[0] else _STR
+        return _SEQ if kind is yaml.SequenceNode else _MAP
+
+
+class _StrictConstructor(yaml.constructor.SafeConstructor):
+    """Builds dicts (text keys, each once), lists, typed plain scalars and text; nothing else."""
+
     yaml_constructors: dict = {}
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
+    def construct_plain(self, node: yaml.ScalarNode) -> Any:
+        return _plain(node)
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        line = event.start_mark.line + 1
-        if isinstance(event, yaml.AliasEvent):
-            raise _SpecYamlError(line, f"alias *{event.anchor} is not allowed in a spec; write the value out")
-        if getattr(event, "anchor", None) is not None:
-            raise _SpecYamlError(line, f"anchor &{event.anchor} is not allowed in a spec; write values out")
-        tag = getattr(event, "tag", None)
-        if tag is not None and tag != _STR:
-            shown = tag.replace("tag:yaml.org,2002:", "!!")
-            raise _SpecYamlError(line, f"tag {shown} is not allowed in a spec; write a plain or quoted value")
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise _SpecYamlError(line, f"nesting deeper than {MAX_DEPTH} levels; a spec needs 4")
-        try:
-            node = super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-        if tag == _STR:
-            node.tag = _TEXT
-        return node
-
-    def _construct_str(self, node: yaml.ScalarNode) -> Any:
-        return _plain(self, node) if node.style is None else node.value
-
-    def _construct_text(self, node: yaml.ScalarNode) -> str:
+    def construct_text(self, node: yaml.ScalarNode) -> str:
         return node.value
 
-    def _construct_seq(self, node: yaml.SequenceNode) -> list[Any]:
+    def construct_list(self, node: yaml.SequenceNode) -> list[Any]:
         return [self.construct_object(child, deep=True) for child in node.value]
 
-    def _construct_map(self, node: yaml.MappingNode) -> dict[str, Any]:
+    def construct_dict(self, node: yaml.MappingNode) -> dict[str, Any]:
         out: dict[str, Any] = {}
         first: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -194,10 +179,70 @@ class _StrictLoader(yaml.SafeLoader):
         return out
 
 
-_StrictLoader.add_constructor(_STR, _StrictLoader._construct_str)
-_StrictLoader.add_constructor(_TEXT, _StrictLoader._construct_text)
-_StrictLoader.add_constructor(_SEQ, _StrictLoader._construct_seq)
-_StrictLoader.add_constructor(_MAP, _StrictLoader._construct_map)
+_StrictConstructor.add_constructor(_PLAIN, _StrictConstructor.construct_plain)
+_StrictConstructor.add_constructor(_STR, _StrictConstructor.construct_text)
+_StrictConstructor.add_constructor(_SEQ, _StrictConstructor.construct_list)
+_StrictConstructor.add_constructor(_MAP, _StrictConstructor.construct_dict)
+
+
+class _PyLoader(
+    yaml.reader.Reader,
+    yaml.scanner.Scanner,
+    yaml.parser.Parser,
+    yaml.composer.Composer,
+    _StrictConstructor,
+    _StrictResolver,
+):
+    """The strict loader on PyYAML's pure-Python parser (used when libyaml is missing)."""
+
+    def __init__(self, stream: str) -> None:
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        _StrictConstructor.__init__(self)
+        _StrictResolver.__init__(self)
+
+
+_Loader: type = _PyLoader
+if getattr(yaml, "__with_libyaml__", False):
+    from yaml.cyaml import CParser
+
+    class _CLoader(CParser, _StrictConstructor, _StrictResolver):
+        """The strict loader on libyaml's C parser: a 1 MB spec is read in well under a second."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            _StrictConstructor.__init__(self)
+            _StrictResolver.__init__(self)
+
+    _Loader = _CLoader
+
+
+def _check_events(text: str) -> None:
+    """Walk the parser's events (no tree is built): refuse anchors, aliases, tags and deep nesting early."""
+    loader = _Loader(text)
+    depth = 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            line = event.start_mark.line + 1 if event.start_mark is not None else 0
+            if isinstance(event, yaml.AliasEvent):
+                raise _SpecYamlError(line, f"alias *{event.anchor} is not allowed in a spec; write the value out")
+            if getattr(event, "anchor", None) is not None:
+                raise _SpecYamlError(line, f"anchor &{event.anchor} is not allowed in a spec; write values out")
+            tag = getattr(event, "tag", None)
+            if tag is not None and not (tag == _STR and isinstance(event, yaml.ScalarEvent)):
+                shown = tag.replace("tag:yaml.org,2002:", "!!")
+                raise _SpecYamlError(line, f"tag {shown} is not allowed in a spec; write a plain or quoted value")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _SpecYamlError(line, f"nesting deeper than {MAX_DEPTH} levels; a spec needs 4")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    finally:
+        loader.dispose()
 
 
 def _first_refused(value: Any, path: str = "") -> tuple[str, _Refused] | None:
@@ -213,10 +258,26 @@ def _first_refused(value: Any, path: str = "") -> tuple[str, _Refused] | None:
     return None
 
 
+def _syntax_error(exc: yaml.YAMLError, where: str) -> InputError:
+    mark = getattr(exc, "problem_mark", None)
+    line = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or "invalid YAML"
+    ctx, ctx_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if ctx and ctx_mark is not None and mark is not None and ctx_mark.line != mark.line:
+        problem += f" ({ctx} at line {ctx_mark.line + 1}, column {ctx_mark.column + 1})"
+    return InputError(f"{where}:{line} YAML syntax error: {problem}")
+
+
 def read_yaml(text: str, where: str) -> Any:
-    """Parse spec text with the strict reader above; InputError naming ``where`` and the line."""
+    """Parse spec text with the strict reader (module docstring); InputError naming ``where`` and the line.
+
+    The events are checked first (anchors, aliases, tags, depth), so a hostile file is
+    refused before any node is built; then the single document is built by the strict
+    constructor, and the first refused scalar is reported with its dotted key.
+    """
     try:
-        loader = _StrictLoader(text)
+        _check_events(text)
+        loader = _Loader(text)
         try:
             raw = loader.get_single_data()
         finally:
@@ -224,13 +285,7 @@ def read_yaml(text: str, where: str) -> Any:
     except _SpecYamlError as exc:
         raise InputError(f"{where} line {exc.line}: {exc.message}") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        ctx, ctx_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-        if ctx and ctx_mark is not None and mark is not None and ctx_mark.line != mark.line:
-            problem += f" ({ctx} at line {ctx_mark.line + 1}, column {ctx_mark.column + 1})"
-        raise InputError(f"{where}:{line} YAML syntax error: {problem}") from None
+        raise _syntax_error(exc, where) from None
     found = _first_refused(raw)
     if found:
         dotted, refused = found
@@ -243,8 +298,7 @@ class _SpecDumper(yaml.SafeDumper):
 
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    node = yaml.ScalarNode(_STR, data, style=None)
-    back = _plain(_StrictLoader(""), node) if "\n" not in data else None
+    back = _plain(yaml.ScalarNode(_STR, data)) if "\n" not in data else None
     plain_ok = isinstance(back, str) and back == data
     return dumper.represent_scalar(_STR, data, style=None if plain_ok else "'")
 
