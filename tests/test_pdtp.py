@@ -169,7 +169,7 @@ def test_class_absent_after_removal(tmp_path):
 def test_exit_codes_follow_the_threshold(tmp_path, mixed_csv):
     spec = write_spec(tmp_path / "s.yaml", "logistic_regression")
     ok = run_cli("pdtp", mixed_csv, "--model", spec, "--out", tmp_path / "a", "--threshold", "100", "-q")
-    bad = run_cli("pdtp", mixed_csv, "--model", spec, "--out", tmp_path / "b", "--threshold", "0", "-q")
+    bad = run_cli("pdtp", mixed_csv, "--model", spec, "--out", tmp_path / "b", "--threshold", "0.001", "-q")
     assert ok.code == 0 and "DTP-1 holds" in ok.stdout
     assert bad.code == 1 and "DTP-1 VIOLATED" in bad.stdout
     summary = json.loads((tmp_path / "b" / "pdtp.json").read_text())["summary"]

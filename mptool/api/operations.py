@@ -35,9 +35,11 @@ import pandas as pd
 from mptool.api.pdtp import PdtpOptions, run_pdtp, select_positions
 from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
 from mptool.attacks.protocol import AttackOptions, parse_attacks, run_attack
+from mptool.inputs import options as checks
 from mptool.inputs.prepare import Prepared, prepare
 from mptool.inputs.spec import Spec, load_spec, parse_spec
 from mptool.loo import select_engine
+from mptool.privacy.stability import resolve_queries
 from mptool.runtime.checkpoint import options_dict, run_key, saving_on_interrupt
 from mptool.runtime.parallel import check_backend, checkpointing, session
 
@@ -129,6 +131,7 @@ def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tup
     prep = prepare(data, spec, allow_import)
     select_positions(prep, options.records, options.sample)
     select_engine(options.engine, spec, prep.template)
+    resolve_queries(options.queries, prep.train, spec.data.missing_values)  # a bad --queries file fails here
     return prep
 
 
@@ -154,6 +157,9 @@ def pdtp(
     ``records`` are CSV row numbers in T, ``sample`` a seeded draw of K records of T.
     ``prepared`` skips reading the data again when the caller already prepared it.
     """
+    checks.check_operation(
+        jobs=jobs, scheduler=scheduler, allow_import=allow_import, threshold=threshold, sample=sample
+    )
     spec = as_spec(spec)
     backend = check_backend(backend, scheduler)
     options = PdtpOptions(threshold, records, sample, jobs, engine, backend=backend, queries=queries)
@@ -191,6 +197,12 @@ def attack(
     prepared: Prepared | None = None,
 ) -> AttackResult:
     """Membership attacks on ``spec`` under Long et al.'s protocol (5.4), per-target accuracy beside PDTP."""
+    checks.check_operation(jobs=jobs, scheduler=scheduler, allow_import=allow_import)
+    checks.check_attack_flags(
+        counts={"candidates": candidates, "iterations": iterations, "targets": targets, "shadows": shadows,
+                "pairs": pairs, "shadow_pool": shadow_pool, "pdtp_iterations": pdtp_iterations},
+        max_accuracy=max_accuracy, max_auc=max_auc, dashes=False,
+    )
     spec = as_spec(spec)
     options = AttackOptions(
         attacks=parse_attacks(attacks) if isinstance(attacks, str) else tuple(attacks), candidates=candidates,
@@ -226,6 +238,9 @@ def reduce_dtp(
     prepared: Prepared | None = None,
 ) -> ReduceResult:
     """Records to remove so the classifier passes DTP-1 (Long et al. section 8): the trace and the best prefix."""
+    checks.check_operation(
+        jobs=jobs, scheduler=scheduler, allow_import=allow_import, threshold=threshold, max_removals=max_removals
+    )
     spec = as_spec(spec)
     backend = check_backend(backend, scheduler)
     options = ReduceOptions(threshold, max_removals, parse_strategy(strategy), jobs, engine, backend=backend)

@@ -107,7 +107,7 @@ def run_pdtp(
     t0 = time.perf_counter()
     spec, T = prep.spec, prep.train
     positions = select_positions(prep, options.records, options.sample)
-    queries = resolve_queries(options.queries, T)
+    queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template)
     full_model = fit_checked(prep.template, T)
     t_fit = time.perf_counter()
@@ -149,6 +149,7 @@ def run_pdtp(
             "engine": result.engine,
             "dtp": dtp_summary,
             "n_train": T.n,
+            "rows_dropped_missing": prep.population.dropped_missing,
             "classes": prep.classes.tolist(),
             "estimator": prep.choice.name,
             "bin_size": bin_size,

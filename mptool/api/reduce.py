@@ -553,18 +553,17 @@ def write_clean(prep: Prepared, outcome: ReduceOutcome, clean_path: Path, spec_p
     ``mptool pdtp CLEAN.csv --model SPEC_PATH`` then audits exactly the reduced training
     set (train_size null) and reproduces ``best_max``. Returns the JSON entry describing it.
     """
-    import yaml
     from sklearn.naive_bayes import CategoricalNB
 
     from mptool.inputs.data import load_records
-    from mptool.inputs.spec import parse_spec
+    from mptool.inputs.spec import dump_yaml, parse_spec
     from mptool.outputs.results import write_atomic
 
     rows = prep.train.rows[outcome.clean_positions]
     gz = clean_path.name.endswith(".gz")
     write_atomic(clean_path, clean_text(prep.train.source, rows, gz))
     raw = clean_spec(prep)
-    write_atomic(spec_path, yaml.safe_dump(raw, sort_keys=False))
+    write_atomic(spec_path, dump_yaml(raw))
     spec = parse_spec(raw, where=str(spec_path))
     changed = domain_changes(prep.train.schema, load_records(clean_path, spec).schema, set(spec.model.bins))
     clf = prep.template.steps[-1][1] if hasattr(prep.template, "steps") else prep.template

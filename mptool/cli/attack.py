@@ -15,6 +15,7 @@ from mptool.cli.app import (
     app,
     resolve_inputs,
 )
+from mptool.inputs import options as flags
 from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
@@ -82,9 +83,13 @@ def attack(
     from mptool.outputs.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
     from mptool.runtime.parallel import check_backend
 
+    flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
+    flags.check_attack_flags(
+        counts={"candidates": candidates, "iterations": iterations, "targets": targets, "shadows": shadows,
+                "pairs": pairs, "shadow_pool": shadow_pool, "pdtp_iterations": pdtp_iterations},
+        max_accuracy=max_accuracy, max_auc=max_auc,
+    )
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
-    if jobs < 0:
-        raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
     backend = check_backend(backend, scheduler)
     names = parse_attacks(attacks)
     if resume and out is None:

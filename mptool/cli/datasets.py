@@ -10,6 +10,7 @@ import typer
 from mptool.cli.app import (
     app,
 )
+from mptool.inputs.options import check_purchase_flags
 from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_OK, InputError
 
@@ -36,6 +37,7 @@ def make_purchase_cmd(
     from mptool.inputs.purchase import make_purchase
     from mptool.outputs.results import write_atomic
 
+    check_purchase_flags(rows=rows, features=features, classes=classes, segments=segments, seed=seed)
     if out.exists() and not force:
         raise InputError(f"{out}: exists; pass --force to overwrite or choose another --out")
     if not out.parent.is_dir():

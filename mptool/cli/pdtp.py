@@ -19,6 +19,7 @@ from mptool.cli.app import (
     parse_rows,
     resolve_inputs,
 )
+from mptool.inputs import options as flags
 from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
@@ -94,11 +95,9 @@ def pdtp(
     from mptool.outputs.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
     from mptool.runtime.parallel import check_backend
 
+    flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
+    flags.check_pdtp_flags(threshold=threshold, train_size=train_size, sample=sample)
     data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
-    if threshold < 0:
-        raise InputError(f"--threshold must be non-negative (got {threshold})")
-    if jobs < 0:
-        raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
     backend = check_backend(backend, scheduler)

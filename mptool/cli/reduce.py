@@ -15,6 +15,7 @@ from mptool.cli.app import (
     app,
     resolve_inputs,
 )
+from mptool.inputs import options as flags
 from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
@@ -76,13 +77,9 @@ def reduce_dtp(
     )
     from mptool.runtime.parallel import check_backend
 
+    flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
+    flags.check_reduce_flags(threshold=threshold, train_size=train_size, max_removals=max_removals)
     data_path, spec_path = resolve_inputs(data, model, "reduce-dtp", quiet)
-    if threshold < 0:
-        raise InputError(f"--threshold must be non-negative (got {threshold})")
-    if max_removals < 0:
-        raise InputError(f"--max-removals must be 0 or more (got {max_removals})")
-    if jobs < 0:
-        raise InputError(f"--jobs must be 0 (every core) or a positive number (got {jobs})")
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
     backend = check_backend(backend, scheduler)

@@ -73,6 +73,7 @@ class Records:
     source: str = ""
     sha256: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    dropped_missing: int = 0  # rows of the CSV left out for a missing cell (data.missing: drop)
 
     @property
     def n(self) -> int:
@@ -131,9 +132,32 @@ def _check_gzip(path: Path) -> None:
         raise InputError(f"{path}: the gzip file is damaged or truncated ({detail}); copy it again") from None
 
 
-def read_csv(path: str | Path) -> pd.DataFrame:
+#: Cell texts read as missing unless the spec says otherwise (``data.missing_values``): the empty cell only.
+DEFAULT_MISSING = ("",)
+#: Cell texts that often mean "missing"; a numeric-looking column holding them is reported (never silently).
+_LIKELY_MARKERS = frozenset(
+    {"?", "-", ".", "NA", "N/A", "n/a", "na", "NaN", "nan", "null", "NULL", "None", "none", "missing", "#N/A"}
+)
+
+
+def _pandas_csv(path: Path, missing: tuple[str, ...] | None, **kwargs: Any) -> pd.DataFrame:
+    """The one call of ``pandas.read_csv``: pandas' own list of missing markers is never used.
+
+    ``missing`` None keeps every cell as its text (empty cells stay ""); otherwise exactly
+    the cells equal to one of the ``missing`` texts are missing (NaN).
+    """
+    if missing is None:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, **kwargs)
+    if not missing:
+        return pd.read_csv(path, keep_default_na=False, na_filter=False, **kwargs)
+    return pd.read_csv(path, keep_default_na=False, na_values=list(missing), **kwargs)
+
+
+def read_csv(path: str | Path, missing: tuple[str, ...] | list[str] = DEFAULT_MISSING) -> pd.DataFrame:
     """Read a comma-separated file (optionally gzip) with a header row, or raise InputError.
 
+    A cell is missing only when its text is one of ``missing`` (``data.missing_values``;
+    by default the empty cell): ``NA``, ``None`` or ``null`` are values unless listed.
     Refuses: a missing, unreadable or empty file; a header without rows; duplicate column
     names; a file that looks separated by something other than commas.
     """
@@ -145,7 +169,7 @@ def read_csv(path: str | Path) -> pd.DataFrame:
     if path.suffix == ".gz":
         _check_gzip(path)
     try:
-        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
+        header = _pandas_csv(path, None, header=None, nrows=1)
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty; it needs a header row and data rows") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, EOFError) as exc:
@@ -165,7 +189,7 @@ def read_csv(path: str | Path) -> pd.DataFrame:
     if dups:
         raise InputError(f"{path}: duplicate column name(s) {ui.listing(dups)}; rename them")
     try:
-        df = pd.read_csv(path, low_memory=False)
+        df = _pandas_csv(path, tuple(missing), low_memory=False)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError, EOFError) as exc:
         raise InputError(_unreadable(path, exc)) from None
     if len(df) == 0:
@@ -194,6 +218,19 @@ def frame_input(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return df, hashlib.sha256(df.to_csv(index=False, lineterminator="\n").encode()).hexdigest()
 
 
+def _frame_markers(df: pd.DataFrame, markers: list[str]) -> pd.DataFrame:
+    """A caller's DataFrame read as a CSV is: text cells equal to a marker become missing (NaN)."""
+    out = df.copy()
+    for name in out.columns:
+        s = out[name]
+        if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s) or not markers:
+            continue
+        hit = s.map(lambda v: isinstance(v, str) and v in markers).to_numpy(dtype=bool)
+        if hit.any():
+            out[name] = s.mask(hit).infer_objects()
+    return out
+
+
 def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
     """Read the CSV (or take a DataFrame) and apply the spec's data section: the usable population of records.
 
@@ -204,9 +241,10 @@ def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
     ds = spec.data
     if isinstance(path, pd.DataFrame):
         df, sha256 = frame_input(path)
+        df = _frame_markers(df, ds.missing_values)
         where = "data (DataFrame)"
     else:
-        df, sha256, where = read_csv(path), "", str(path)
+        df, sha256, where = read_csv(path, ds.missing_values), "", str(path)
     columns = list(df.columns)
     for key, name in (("data.label", ds.label), ("data.id", ds.id)):
         if name is not None and name not in columns:
@@ -223,7 +261,8 @@ def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
         raise InputError(f"{where}: no feature columns left after removing label, id and data.drop")
     used = [*features, ds.label]
 
-    notes: list[str] = []
+    notes = _marker_hints(df[used], ds.missing_values)
+    dropped = 0
     na = df[used].isna()
     if na.to_numpy().any():
         bad = [c for c in used if na[c].any()]
@@ -236,8 +275,13 @@ def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
             )
         drop_mask = na.any(axis=1) if ds.missing == "drop" else na[ds.label]
         if drop_mask.any():
-            why = "with an empty cell" if ds.missing == "drop" else "with an empty label"
-            notes.append(f"dropped {int(drop_mask.sum())} of {len(df)} rows {why} (data.missing: {ds.missing})")
+            dropped = int(drop_mask.sum())
+            why = "with a missing cell" if ds.missing == "drop" else "with a missing label"
+            markers = ", ".join(repr(m) for m in ds.missing_values)
+            notes.append(
+                f"dropped {dropped} of {len(df)} rows {why} (data.missing: {ds.missing}; "
+                f"cells read as missing: {markers})"
+            )
             df = df.loc[~drop_mask.to_numpy()]
     if len(df) == 0:
         raise InputError(f"{where}: no rows left after dropping rows with empty cells; use data.missing: impute")
@@ -302,7 +346,31 @@ def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
         source=where,
         sha256=sha256 or file_sha256(path),
         notes=tuple(notes),
+        dropped_missing=dropped,
     )
+
+
+def _marker_hints(df: pd.DataFrame, markers: list[str]) -> list[str]:
+    """Notes for text columns that are numbers except for a few cells that look like missing markers.
+
+    Such cells (``NA``, ``?``, ...) are values unless ``data.missing_values`` lists them, which
+    turns the column into categories; this says so instead of leaving it silent.
+    """
+    notes = []
+    for name in df.columns:
+        s = df[name]
+        if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
+            continue
+        text = s.dropna().astype(str)
+        numeric = pd.to_numeric(text, errors="coerce").notna()
+        odd = set(text[~numeric].unique().tolist())
+        if numeric.any() and odd and odd <= _LIKELY_MARKERS and not odd & set(markers):
+            shown = ", ".join(repr(v) for v in sorted(odd))
+            notes.append(
+                f"column '{name}' holds numbers and {shown} ({int((~numeric).sum())} cells), so it is read as "
+                f"categories; if {shown} means missing, add it to data.missing_values"
+            )
+    return notes
 
 
 def draw_training_set(population: Records, train_size: int | None, seed: int) -> Records:
@@ -346,5 +414,5 @@ def read_rows_verbatim(path: str | Path, rows: np.ndarray | list[int]) -> pd.Dat
     empty), with the file's own columns, so writing the frame back gives the input's
     format. Row numbers are counted as :func:`read_csv` counts them.
     """
-    df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, low_memory=False)
+    df = _pandas_csv(Path(path), None, low_memory=False)
     return df.iloc[np.asarray(rows, dtype=np.int64)]

@@ -125,7 +125,26 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
             f"model.estimator '{name}' has no predict_proba; PDTP needs class probabilities: "
             "choose a probabilistic classifier (or enable its probability option)"
         )
+    _check_params(est, name)
     return EstimatorChoice(cls=cls, params=params, name=name)
+
+
+def _check_params(est: BaseEstimator, name: str) -> None:
+    """The estimator's own parameter checks (types and ranges), run before any data is read.
+
+    scikit-learn estimators declare their parameters' constraints and check them at fit;
+    running that check here turns e.g. ``alpha: abc`` into exit 2 before work starts, where
+    an engine reading the parameter first would otherwise crash (exit 3).
+    """
+    validate = getattr(est, "_validate_params", None)
+    if validate is None or not hasattr(est, "_parameter_constraints"):
+        return
+    try:
+        validate()
+    except (ValueError, TypeError) as exc:
+        detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        detail = detail if len(detail) <= 300 else detail[:300] + "..."
+        raise InputError(f"model.params of '{name}': {detail}") from None
 
 
 class DomainEncoder(TransformerMixin, BaseEstimator):

@@ -52,21 +52,39 @@ from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, run_tasks
 
 
-def nb_delta(n: int, n_ymin: int, m: int, v: int | None = None) -> float:
-    """delta of Prop. 6.4 (``v`` None: no smoothing) or Prop. 6.5 (Laplace, ``v`` values per feature)."""
+def log_nb_delta(n: int, n_ymin: int, m: int, v: int | None = None) -> float:
+    """ln delta of Prop. 6.4 (``v`` None: no smoothing) or Prop. 6.5 (Laplace, ``v`` values per feature).
+
+    Computed as a sum of logarithms: delta itself overflows a float for a few thousand
+    features (m), while its logarithm (the DTP bound) stays finite.
+    """
     if n < 2 or n_ymin < 1 or m < 1:
         return math.inf
-    size = n / (n - 1)
+    size = math.log(n / (n - 1))
     if v is None:
         if n_ymin == 1:
             return math.inf
-        return (n_ymin / (n_ymin - 1)) ** (m - 1) * size
-    return ((n_ymin + v) / n_ymin) ** (m - 1) * size
+        return (m - 1) * math.log(n_ymin / (n_ymin - 1)) + size
+    return (m - 1) * math.log((n_ymin + v) / n_ymin) + size
+
+
+def log_lsq_delta(m: int) -> float:
+    """ln delta = (m + 1) ln(4/3) of Prop. 6.7 for naive Bayes with m features (|X| = m + 1)."""
+    return (m + 1) * math.log(4.0 / 3.0)
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 700 else math.inf
+
+
+def nb_delta(n: int, n_ymin: int, m: int, v: int | None = None) -> float:
+    """delta of Prop. 6.4 / 6.5 (inf where it exceeds a float); see :func:`log_nb_delta`."""
+    return _exp(log_nb_delta(n, n_ymin, m, v))
 
 
 def lsq_delta(m: int) -> float:
-    """delta = (4/3)^(m+1) of Prop. 6.7 for naive Bayes with m features (|X| = m + 1)."""
-    return (4.0 / 3.0) ** (m + 1)
+    """delta = (4/3)^(m+1) of Prop. 6.7 (inf where it exceeds a float); see :func:`log_lsq_delta`."""
+    return _exp(log_lsq_delta(m))
 
 
 @dataclass(frozen=True)
@@ -136,12 +154,11 @@ def _width(tr: Any, cols: list[str], train: Records) -> int:
 def _nb_bound(alpha: float | None, n: int, n_ymin: int, m: int, v: int, what: str) -> Bound:
     details = {"n": n, "n_ymin": n_ymin, "m": m, "v": v, "alpha": alpha, "lsq_delta_prop_6_7": lsq_delta(m)}
     if alpha is not None and math.isclose(alpha, 1.0):
-        delta = nb_delta(n, n_ymin, m, v)
-        return Bound("stability", f"{what} with Laplace smoothing: Prop. 6.5", math.log(delta), details)
+        return Bound("stability", f"{what} with Laplace smoothing: Prop. 6.5", log_nb_delta(n, n_ymin, m, v), details)
     if alpha is not None and 0 <= alpha <= 1e-10:
-        delta = min(nb_delta(n, n_ymin, m), lsq_delta(m))
+        log_delta = min(log_nb_delta(n, n_ymin, m), log_lsq_delta(m))
         return Bound("stability", f"{what} without smoothing: Props. 6.4 and 6.7 (the smaller delta)",
-                     math.log(delta), details)
+                     log_delta, details)
     return Bound("none", f"{what} with alpha = {alpha}: Props. 6.4/6.5 cover alpha = 0 and alpha = 1 only", None,
                  details)
 
@@ -161,32 +178,50 @@ def dtp_upper(bound: Bound, result: LooResult, lipschitz: float | None) -> np.nd
 # --------------------------------------------------------------------------- query set
 
 
-def read_queries(path: str, train: Records) -> pd.DataFrame:
-    """Feature rows of a query CSV (same feature columns as the data; extra columns ignored)."""
-    df = read_csv(path)
-    missing = [c for c in train.schema.names if c not in df.columns]
-    if missing:
-        raise InputError(f"{path}: --queries file lacks feature column(s) {', '.join(missing)}")
+def read_queries(path: str, train: Records, missing: tuple[str, ...] | list[str] = ("",)) -> pd.DataFrame:
+    """Feature rows of a query CSV (same feature columns as the data; extra columns ignored).
+
+    Cells are read as the data are (``missing`` = ``data.missing_values``). Refused: a
+    column lacking, a numeric cell that is not a finite number, and a missing cell in a
+    column where the data have none (the model has no way to take it).
+    """
+    df = read_csv(path, missing)
+    absent = [c for c in train.schema.names if c not in df.columns]
+    if absent:
+        raise InputError(f"{path}: --queries file lacks feature column(s) {', '.join(absent)}")
     out = pd.DataFrame(index=range(len(df)))
     for col in train.schema.columns:
         s = df[col.name].reset_index(drop=True)
+        if s.isna().any() and not col.has_missing:
+            row = int(s.isna().to_numpy().nonzero()[0][0])
+            raise InputError(
+                f"{path}: --queries column '{col.name}' has a missing cell at row {row}, but the data have "
+                "none in that column; fill it"
+            )
         if col.kind == "numeric":
             try:
-                out[col.name] = s.astype(float)
+                vals = s.astype(float)
             except (TypeError, ValueError):
                 raise InputError(f"{path}: --queries column '{col.name}' must be numeric") from None
+            inf = np.isinf(vals.to_numpy())
+            if inf.any():
+                raise InputError(
+                    f"{path}: --queries column '{col.name}' has an infinite value at row {int(inf.nonzero()[0][0])}; "
+                    "replace it"
+                )
+            out[col.name] = vals
         else:
             out[col.name] = s.astype(object).where(s.notna(), MISSING_CATEGORY).astype(str)
     return out
 
 
-def resolve_queries(choice: str, train: Records) -> pd.DataFrame | None:
-    """``self`` -> None (PDTP), ``train`` -> T's features, else a CSV path."""
+def resolve_queries(choice: str, train: Records, missing: tuple[str, ...] | list[str] = ("",)) -> pd.DataFrame | None:
+    """``self`` -> None (PDTP), ``train`` -> T's features, else a CSV path read with the data's ``missing`` markers."""
     if choice == "self":
         return None
     if choice == "train":
         return train.X
-    return read_queries(choice, train)
+    return read_queries(choice, train, missing)
 
 
 def _max_ratio(p_full_q: np.ndarray, p_loo_q: np.ndarray, bin_size: float) -> np.ndarray:

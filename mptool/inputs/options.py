@@ -1,0 +1,229 @@
+"""One validation layer for everything a user types on the command line.
+
+Every numeric or free-text flag of every subcommand goes through a function here before
+any work starts (issue 12, "a gate fails closed"): a value that is not clearly valid (NaN,
+inf, out of range, malformed) is an :class:`InputError` (exit 2, one line naming the flag).
+The spec's own values use the same ranges (``mptool.spec`` imports them from here), so a
+flag and the spec key it overrides are held to one rule.
+
+The CLI calls one function per flag group at the top of each command:
+:func:`check_run_flags` (pdtp, reduce-dtp, attack), :func:`check_pdtp_flags`,
+:func:`check_reduce_flags`, :func:`check_attack_flags`, :func:`check_purchase_flags`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+
+from mptool.runtime.errors import InputError
+
+#: Output bin width (Long et al. section 5.2): 0 (no binning) or within these bounds. Below
+#: 1e-4 the bins are finer than any probability estimate is meaningful and ``1/b`` bins
+#: overflow for tiny b; above 0.5 there is a single useful bin and every ratio is 1.
+BIN_SIZE_MIN = 1e-4
+BIN_SIZE_MAX = 0.5
+#: Seeds feed numpy and scikit-learn, whose ``random_state`` takes 0 .. 2**32 - 1.
+SEED_MAX = 2**32 - 1
+#: ``--jobs`` without ``--scheduler`` may ask for at most this many workers per local core.
+JOBS_PER_CORE = 4
+#: ``--jobs`` with ``--scheduler`` (a cluster): an upper bound that only stops absurd values.
+JOBS_CLUSTER_MAX = 65_536
+#: Upper bounds of the attack protocol's counts (Long et al. section 5.4 uses 10 iterations,
+#: 100 targets, a few thousand candidates); far above any real run, they stop a typo such as
+#: ``--iterations 10000000`` from allocating gigabytes before the first fit.
+ATTACK_MAX = {
+    "candidates": 10_000_000,
+    "iterations": 10_000,
+    "targets": 1_000_000,
+    "shadows": 10_000,
+    "pairs": 1_000,
+    "shadow_pool": 10_000,
+    "pdtp_iterations": 10_000,
+}
+#: Attack counts that may be 0 (off).
+ATTACK_MAY_BE_ZERO = ("shadow_pool", "pdtp_iterations")
+#: The protocol keeps an iterations x candidates membership matrix (one byte per cell).
+ATTACK_CELLS_MAX = 200_000_000
+#: reduce-dtp: removal steps in the trace.
+MAX_REMOVALS_MAX = 1_000_000
+#: datasets make-purchase: records x features cells (float64 draws before the 0/1 cast).
+PURCHASE_CELLS_MAX = 50_000_000
+
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)"
+_SCHEDULER = re.compile(rf"^(?:(?P<scheme>tcp|tls|ucx|ws|wss|ray)://)?(?P<host>{_HOST}):(?P<port>[0-9]{{1,5}})/?$")
+
+
+def bin_size_problem(value: float) -> str | None:
+    """Why ``value`` is not a usable output bin width (section 5.2), or None when it is."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return f"must be a finite number (got {value!r})"
+    if value == 0 or BIN_SIZE_MIN <= value <= BIN_SIZE_MAX:
+        return None
+    return (
+        f"must be 0 (no binning) or between {BIN_SIZE_MIN:g} and {BIN_SIZE_MAX:g}, "
+        f"e.g. 0.01 as in Long et al. 5.2 (got {value!r})"
+    )
+
+
+def seed_problem(value: int) -> str | None:
+    """Why ``value`` is not a seed (a whole number 0 .. 2**32 - 1), or None when it is."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
+        return f"a seed must be a whole number from 0 to {SEED_MAX} (got {value!r})"
+    return None
+
+
+def check_bin_size(value: float | None, flag: str = "--bin-size") -> None:
+    """``--bin-size``: None (keep the spec's) or a usable bin width."""
+    if value is not None and (why := bin_size_problem(value)):
+        raise InputError(f"{flag} {why}")
+
+
+def check_seed(value: int | None, flag: str = "--seed") -> None:
+    """``--seed``: None (keep the spec's) or a whole number 0 .. 2**32 - 1."""
+    if value is not None and (why := seed_problem(value)):
+        raise InputError(f"{flag}: {why}")
+
+
+def check_threshold(value: float, flag: str = "--threshold") -> None:
+    """DTP-1 threshold on PDTP (a log-ratio, Long et al. Definition 4.4): finite and above 0."""
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{flag} must be a finite number above 0, e.g. 1.0 for DTP-1 (got {value})")
+
+
+def check_count(value: int | None, flag: str, minimum: int, maximum: int | None = None) -> None:
+    """A whole-number flag within ``[minimum, maximum]`` (None = the flag was not given)."""
+    if value is None:
+        return
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and at most {maximum:,}" if maximum is not None else ""
+        raise InputError(f"{flag} must be at least {minimum}{upper} (got {value})")
+
+
+def check_rate(value: float | None, flag: str) -> None:
+    """A rate such as ``--max-auc``: None or a finite number in [0, 1]."""
+    if value is not None and not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise InputError(f"{flag} must be a number between 0 and 1 (got {value})")
+
+
+def check_jobs(jobs: int, scheduler: str | None = None, flag: str = "--jobs") -> None:
+    """``--jobs``: 0 = every core; at most ``JOBS_PER_CORE`` x the local cores without ``--scheduler``."""
+    if jobs < 0:
+        raise InputError(f"{flag} must be 0 (every core) or a positive number (got {jobs})")
+    cores = os.cpu_count() or 1
+    if not scheduler and jobs > JOBS_PER_CORE * cores:
+        raise InputError(
+            f"{flag} {jobs} is more than {JOBS_PER_CORE} workers per core of this machine ({cores} cores); "
+            f"use {flag} 0 for every core, or {'--scheduler' if flag.startswith('--') else 'scheduler'} "
+            "to run on a cluster"
+        )
+    if jobs > JOBS_CLUSTER_MAX:
+        raise InputError(f"{flag} must be at most {JOBS_CLUSTER_MAX:,} (got {jobs})")
+
+
+def check_scheduler(address: str | None, flag: str = "--scheduler") -> None:
+    """``--scheduler``: HOST:PORT with an optional scheme (tcp://, tls://, ray:// ...), or ``auto`` (Ray).
+
+    Checked by form only, before any connection is tried, so a typo fails at once.
+    """
+    if address is None or address == "auto":
+        return
+    m = _SCHEDULER.match(address)
+    if m is None or not 1 <= int(m.group("port")) <= 65535:
+        shown = address if len(address) <= 60 else address[:60] + "..."
+        raise InputError(
+            f"{flag} {shown!r} is not an address of the form tcp://HOST:PORT "
+            "(e.g. tcp://10.0.0.5:8786 for Dask, ray://HOST:10001 or auto for Ray)"
+        )
+
+
+def check_allow_import(modules: Sequence[str] | None, flag: str = "--allow-import") -> None:
+    """``--allow-import``: each a dotted Python module name such as ``xgboost`` or ``mypkg.models``."""
+    for name in modules or ():
+        if not _MODULE.match(name):
+            shown = name if len(name) <= 60 else name[:60] + "..."
+            raise InputError(f"{flag} {shown!r} is not a module name; give a dotted module path such as xgboost")
+
+
+def check_run_flags(
+    *, jobs: int, scheduler: str | None, seed: int | None, bin_size: float | None, allow_import: Sequence[str] | None
+) -> None:
+    """Flags shared by pdtp, reduce-dtp and attack."""
+    check_jobs(jobs, scheduler)
+    check_scheduler(scheduler)
+    check_seed(seed)
+    check_bin_size(bin_size)
+    check_allow_import(allow_import)
+
+
+def check_pdtp_flags(*, threshold: float, train_size: int | None, sample: int | None) -> None:
+    """``mptool pdtp``: threshold, training-set size and sample size."""
+    check_threshold(threshold)
+    check_count(train_size, "--train-size", 2)
+    check_count(sample, "--sample", 1)
+
+
+def check_reduce_flags(*, threshold: float, train_size: int | None, max_removals: int) -> None:
+    """``mptool reduce-dtp``: threshold, training-set size and removal budget."""
+    check_threshold(threshold)
+    check_count(train_size, "--train-size", 2)
+    check_count(max_removals, "--max-removals", 0, MAX_REMOVALS_MAX)
+
+
+def check_attack_flags(
+    *, counts: dict[str, int], max_accuracy: float | None, max_auc: float | None, dashes: bool = True
+) -> None:
+    """``mptool attack``: every count positive and bounded (``ATTACK_MAX``), the gates in [0, 1].
+
+    ``counts`` maps count names (``candidates``, ``shadow_pool`` ...) to values; errors name
+    them as flags (``--shadow-pool``) or, with ``dashes`` False, as the API's parameters.
+    """
+
+    def name(key: str) -> str:
+        return "--" + key.replace("_", "-") if dashes else key
+
+    for key, value in counts.items():
+        check_count(value, name(key), 0 if key in ATTACK_MAY_BE_ZERO else 1, ATTACK_MAX[key])
+    cells = counts.get("iterations", 1) * counts.get("candidates", 1)
+    if cells > ATTACK_CELLS_MAX:
+        raise InputError(
+            f"{name('iterations')} x {name('candidates')} is {cells:,}, more than {ATTACK_CELLS_MAX:,}; "
+            "lower one of them"
+        )
+    check_rate(max_accuracy, name("max_accuracy"))
+    check_rate(max_auc, name("max_auc"))
+
+
+def check_purchase_flags(*, rows: int, features: int, classes: int, segments: int, seed: int) -> None:
+    """``mptool datasets make-purchase``: sizes positive and bounded, a valid seed."""
+    check_seed(seed)
+    check_count(rows, "--rows", 2)
+    check_count(features, "--features", 2)
+    check_count(classes, "--classes", 2, 10_000)
+    check_count(segments, "--segments", 1, 10_000)
+    if rows * features > PURCHASE_CELLS_MAX:
+        raise InputError(
+            f"--rows x --features is {rows * features:,}, more than {PURCHASE_CELLS_MAX:,}; lower one of them"
+        )
+
+
+def check_operation(
+    *,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    allow_import: Sequence[str] = (),
+    threshold: float | None = None,
+    sample: int | None = None,
+    max_removals: int | None = None,
+) -> None:
+    """The same rules for the Python API (``mptool.pdtp``, ``attack``, ``reduce_dtp``), naming its parameters."""
+    check_jobs(jobs or 0, scheduler, flag="jobs")
+    check_scheduler(scheduler, flag="scheduler")
+    check_allow_import(allow_import, flag="allow_import")
+    if threshold is not None:
+        check_threshold(threshold, "threshold")
+    check_count(sample, "sample", 1)
+    check_count(max_removals, "max_removals", 0, MAX_REMOVALS_MAX)
