@@ -204,7 +204,10 @@ def dtp_rows(s: dict[str, Any], table: pd.DataFrame | None) -> list[tuple[str, s
         kind, reason = lookup(bound, "kind"), lookup(bound, "why")
         why = "; ".join(str(p) for p in (kind, reason) if p)
     if upper is not None:
-        rows.append(("DTP upper bound (max dtp_upper)", fmt(upper) + (f" ({why})" if why else "")))
+        rows.append(("DTP upper bound (max dtp_upper, raw probabilities)", fmt(upper) + (f" ({why})" if why else "")))
+        extra = _bound_spread(bound) if isinstance(bound, dict) else None
+        if extra:
+            rows.append(("DTP upper bound: median, records vacuous", extra))
     elif why:
         rows.append(("DTP upper bound", f"none applies ({why})"))
     queries = lookup(dtp, "queries")
@@ -212,6 +215,15 @@ def dtp_rows(s: dict[str, Any], table: pd.DataFrame | None) -> list[tuple[str, s
         label = lookup(queries, "set")
         rows.append((f"DTP on the query set{f' ({label})' if label else ''}", fmt(lookup(queries, "max"))))
     return rows
+
+
+def _bound_spread(bound: dict[str, Any]) -> str | None:
+    """'median M; V of N at or above the binning cap C' from ``summary.dtp.upper_bound``, if given."""
+    median, cap = number(lookup(bound, "median")), number(lookup(bound, "vacuous_at"))
+    vacuous = lookup(bound, "n_vacuous")
+    if median is None or vacuous is None or cap is None:
+        return None
+    return f"median {fmt(median)}; {vacuous} at or above the binning cap {fmt(cap)} (vacuous)"
 
 
 def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
