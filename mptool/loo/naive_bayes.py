@@ -543,41 +543,37 @@ def nb_dtp_upper(request: LooRequest) -> np.ndarray | str:
 
 
 def _categorical_bound(request: LooRequest) -> np.ndarray:
-    """The bound for CategoricalNB: only class y_t's counts and the priors move."""
+    """The bound for CategoricalNB, in closed form: only class y_t's counts and the priors move.
+
+    Every other class's score shifts by the same ln((n-1)/n), so the pairwise bound is
+    max(sup_x ln g(x), -inf_x ln g(x)) with ln g = ln(N_y/(N_y-1)) (fitted prior; 0 otherwise)
+    + sum_i [ln theta_yi(x_i) - ln theta'_yi(x_i)]. Per feature i (K_i smoothing categories,
+    count c = N_{y,i,x_ti} of t's value): at v = x_ti the term is ln((c+a)/(c-1+a)) + d_i, at
+    every other value d_i = ln((N_y-1+a K_i)/(N_y+a K_i)) < 0; the largest term is at x_ti, the
+    smallest at any other value of the feature's domain (or x_ti when the domain has one value).
+    """
     enc, est = categorical_parts(request.template)  # type: ignore[misc]
     T = request.train
     codes = enc.transform(T.X[list(request.template.steps[0][1].transformers[0][2])])
     C = len(request.classes)
     y_idx = class_index(T.y, request.classes)
     counts = CategoricalCounts.from_codes(codes, y_idx, C, np.asarray(est.min_categories), _alpha(est), est.fit_prior)
-    a, cc, n = counts.alpha, counts.class_count, float(T.n)
-    domain = enc.n_codes()
+    a, cc = counts.alpha, counts.class_count
     pos = np.asarray(request.positions, dtype=np.int64)
-    out = np.empty(len(pos))
-    for start in range(0, len(pos), BLOCK // 16):
-        p = pos[start : start + BLOCK // 16]
-        y, rows = y_idx[p], np.arange(len(p))
-        nc = cc[y]
-        cc_loo = np.broadcast_to(cc, (len(p), C)).copy()
-        cc_loo[rows, y] -= 1
-        const = np.zeros((len(p), C))
-        if est.fit_prior:
-            with np.errstate(divide="ignore"):
-                const = np.log(cc / n) - np.log(cc_loo / (n - 1))
-        blocks = []
-        for i, (k, dom) in enumerate(zip(counts.n_codes, domain, strict=True)):
-            cnt = counts.cat[i][y, :dom]
-            own = np.arange(dom)[None, :] == codes[p, i][:, None]
-            with np.errstate(divide="ignore"):
-                h_own = np.log(cnt + a) - np.log(cnt - own + a) - np.log(nc + a * k)[:, None] + np.log(
-                    nc - 1 + a * k
-                )[:, None]
-            h = np.zeros((len(p), C, dom))
-            h[rows, y] = h_own
-            blocks.append(h)
-        bound = pairwise_shift_bound(const, blocks, cc > 0)
-        out[start : start + len(p)] = np.where(nc <= 1, np.inf, bound)
-    return out
+    y = y_idx[pos]
+    nc = cc[y]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        base = np.log(nc) - np.log(nc - 1) if est.fit_prior else np.zeros(len(pos))
+        hi, lo = base.copy(), base.copy()
+        for i, (k, dom) in enumerate(zip(counts.n_codes, enc.n_codes(), strict=True)):
+            c = counts.cat[i][y, codes[pos, i]]
+            d = np.log(nc - 1 + a * k) - np.log(nc + a * k)
+            own = np.log(c + a) - np.log(c - 1 + a) + d
+            hi += own
+            lo += d if dom > 1 else own
+    bound = np.maximum(np.maximum(hi, -lo), 0.0)
+    others = (cc > 0).sum() - 1  # classes besides y_t that both models predict
+    return np.where(nc <= 1, np.inf, np.where(others > 0, bound, 0.0))
 
 
 def _linear_coef(F: np.ndarray, cc: np.ndarray, alpha: float, bern: bool) -> tuple[np.ndarray, np.ndarray]:

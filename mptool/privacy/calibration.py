@@ -44,7 +44,7 @@ def max_log_ratio(bound: float) -> float:
 
 
 #: Bins scanned exactly by :func:`binned_bound`; beyond them a closed-form bound is used.
-_SCANNED_BINS = 256
+_SCANNED_BINS = 64
 
 
 def binned_bound(raw_bound: np.ndarray, bin_size: float) -> np.ndarray:
@@ -54,7 +54,7 @@ def binned_bound(raw_bound: np.ndarray, bin_size: float) -> np.ndarray:
     |ln b(p) - ln b(p')| (b = :func:`bin_probabilities`) is at most
     f(B) = max over bins k of ln b(min(1, e^B * top_k)) - ln c_k, where c_k is bin k's centre
     and top_k its upper edge: b is non-decreasing, p' in bin k has b(p') = c_k and p <=
-    e^B p' < e^B top_k (the symmetric case is the same with p and p' swapped). Bins k >= 256
+    e^B p' < e^B top_k (the symmetric case is the same with p and p' swapped). Bins k >= 64
     (other than the last) are covered by (e^B (k+1) + 1/2) / (k + 1/2), which decreases in k.
     The result is capped at :func:`max_log_ratio`. Consequence: any B > 0 allows a one-bin step
     from bin 0 to bin 1, so with binning the bound is never below ln 3 > 1, however small B is:
