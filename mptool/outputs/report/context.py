@@ -258,14 +258,20 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
 
 def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> dict[str, Any] | None:
     """The ``top`` riskiest records of pdtp.csv with probabilities and attack accuracies;
-    with ``show_values`` also their ids and feature values (from ``inputs.features``)."""
+    with ``show_values`` also their ids and feature values (from ``inputs.features``).
+
+    Bounds come with the PDTP on their scale: ``pdtp_raw`` <= ``dtp_upper`` (raw probabilities),
+    ``pdtp`` <= ``dtp_upper_binned`` (binned)."""
     t = inputs.pdtp_table
     if t is None or "row" not in t:
         return None
     t = t.sort_values(["pdtp", "row"], ascending=[False, True]).head(top)
     core = [
         c
-        for c in ("row", "id", "label", "pdtp", "dtp_upper", "dtp_queries", "worst_class", "p_full", "p_loo")
+        for c in (
+            "row", "id", "label", "pdtp", "pdtp_raw", "dtp_upper", "dtp_upper_binned", "dtp_queries", "worst_class",
+            "p_full", "p_loo",
+        )
         if c in t and t[c].notna().any() and (show_values or c not in VALUE_COLUMNS)
     ]
     acc_cols = attack_accuracy_columns(inputs.attack_table)
@@ -288,7 +294,7 @@ def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> di
             fr = feats.loc[int(r["row"])] if int(r["row"]) in feats.index else None
             cells += [data_cell(fr[c]) if fr is not None else "—" for c in feat_cols]
         rows.append(cells)
-    numeric = {"row", "pdtp", "dtp_upper", "dtp_queries", "p_full", "p_loo", *extra}
+    numeric = {"row", "pdtp", "pdtp_raw", "dtp_upper", "dtp_upper_binned", "dtp_queries", "p_full", "p_loo", *extra}
     numeric |= {c for c in feat_cols if pd.api.types.is_numeric_dtype(feats[c])}
     out = _table(core + extra + feat_cols, rows, numeric)
     out["n_core"] = len(core) + len(extra)
