@@ -561,7 +561,7 @@ def test_many_columns_categorical_nb_runs(tmp_path: Path) -> None:
 
 
 def test_log_deltas_match_the_propositions() -> None:
-    from mptool.privacy.stability import log_lsq_delta, log_nb_delta, lsq_delta, nb_delta
+    from mptool.loo.naive_bayes import log_lsq_delta, log_nb_delta, lsq_delta, nb_delta
 
     assert log_nb_delta(6, 2, 2, 3) == pytest.approx(math.log(3.0))
     assert log_nb_delta(6, 2, 2) == pytest.approx(math.log(2.4))

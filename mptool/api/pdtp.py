@@ -18,7 +18,7 @@ import pandas as pd
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
 from mptool.outputs.results import manifest
-from mptool.privacy.dtp import pdtp_of, summarize
+from mptool.privacy.dtp import pdtp_of, raw_pdtp, summarize
 from mptool.privacy.stability import beyond_pdtp, resolve_queries
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
@@ -29,11 +29,15 @@ PDTP_COLUMNS = {
     "id": "value of the spec's id column (only when data.id is set)",
     "label": "the record's label",
     "pdtp": "max over classes of |ln p_T(y|x_t) - ln p_{T minus t}(y|x_t)|, binned probabilities",
+    "pdtp_raw": "the same on the raw (unbinned) probabilities: pdtp_raw <= DTP(t) <= dtp_upper",
     "worst_class": "the class attaining the maximum",
     "p_full": "binned probability of worst_class from the model trained on T",
     "p_loo": "binned probability of worst_class from the model trained on T without the record",
     "violation": "true when pdtp exceeds the threshold (DTP-1 for the default 1.0)",
-    "dtp_upper": "upper bound of DTP(t) (Long et al. section 6: stability or Lipschitz); empty where none applies",
+    "dtp_upper": "upper bound of DTP(t) over the whole feature domain, raw probabilities (Long et al. section 6, "
+    "made per record and exact: naive Bayes, logistic regression); empty where none applies",
+    "dtp_upper_binned": "dtp_upper carried to binned probabilities (never below ln 3 when binning): pdtp <= this",
+    "dtp_upper_vacuous": "true when dtp_upper is at or above the binning cap ln((1 - b/2)/(b/2)) (5.29 for b = 0.01)",
     "dtp_queries": "with --queries train|FILE: max over the query points and classes of the binned log-ratio",
 }
 
@@ -134,6 +138,7 @@ def run_pdtp(
         table["id"] = T.ids[positions]
     table["label"] = T.y[positions]
     table["pdtp"] = values.pdtp
+    table["pdtp_raw"] = raw_pdtp(result.p_full, result.p_loo)
     table["worst_class"] = prep.classes[values.worst]
     table["p_full"] = values.p_full
     table["p_loo"] = values.p_loo

@@ -160,3 +160,43 @@ def scale_of(var: np.ndarray) -> np.ndarray:
     """StandardScaler's scale: sqrt(var), with 1 where the variance is (near) zero."""
     scale = np.sqrt(var)
     return np.where(scale < 10 * np.finfo(float).eps, 1.0, scale)
+
+
+def onehot_widths(transformer: Any) -> list[int] | None:
+    """Widths of the indicator blocks a fixed one-hot transformer outputs, one per input column.
+
+    None when the transformer does not end in a ``OneHotEncoder`` with listed categories and no
+    dropped column: then the reachable design vectors are not simply the K indicator patterns.
+    """
+    inner = [s for _, s in transformer.steps] if isinstance(transformer, Pipeline) else [transformer]
+    last = inner[-1]
+    if not isinstance(last, OneHotEncoder) or isinstance(last.categories, str) or last.drop is not None:
+        return None
+    return [len(c) for c in last.categories]
+
+
+def fixed_blocks(template: Any, train: Any) -> list[tuple[slice, np.ndarray]] | str:
+    """The T-independent design columns as blocks (column slice, reachable values one row each), or why not.
+
+    A one-hot block of width K reaches its K indicator patterns; a raw numeric column
+    (``preprocess: none``) reaches [min, max] of the CSV, represented by its two ends (every
+    naive Bayes and linear score is linear in such a column, so the ends attain every extremum).
+    """
+    parts = design_parts(template)
+    if isinstance(parts, str):
+        return parts
+    if len(template.steps) == 1:
+        out = []
+        for j, name in enumerate(train.X.columns):
+            col = train.schema.column(name)
+            out.append((slice(j, j + 1), np.array([[col.minimum], [col.maximum]], dtype=float)))
+        return out
+    blocks, start = [], 0
+    for tr, _cols in parts[0]:
+        widths = onehot_widths(tr)
+        if widths is None:
+            return f"{type(tr).__name__} output is not a fixed one-hot encoding"
+        for w in widths:
+            blocks.append((slice(start, start + w), np.eye(w)))
+            start += w
+    return blocks

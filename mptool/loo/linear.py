@@ -42,7 +42,8 @@ from mptool.inputs.data import Schema
 from mptool.inputs.models import fit, proba_in
 from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
-from mptool.loo.design import GroupStats, class_index, design_parts, scale_of, scaler_kind
+from mptool.loo.bounds import pairwise_shift_bound
+from mptool.loo.design import GroupStats, class_index, design_parts, onehot_widths, scale_of, scaler_kind
 from mptool.runtime.parallel import chunk_positions, run_tasks
 
 #: Solvers that accept a warm start.
@@ -51,9 +52,14 @@ WARM_SOLVERS = ("lbfgs", "newton-cg", "newton-cholesky", "sag", "saga")
 
 @dataclass(frozen=True)
 class LinearLooResult(LooResult):
-    """LooResult plus ||u_T - u_{T\\{t}}||_inf per record (raw-feature coordinates; inf if a class vanished)."""
+    """LooResult plus ||u_T - u_{T\\{t}}||_inf per record (raw-feature coordinates; inf if a class vanished).
+
+    ``param_delta`` holds the vector u_T - u_{T\\{t}} itself, one row per record in the layout of
+    :func:`raw_params` (a row of inf where a class vanished); ``dtp_upper`` needs it.
+    """
 
     param_shift: np.ndarray | None = None
+    param_delta: np.ndarray | None = None
 
 
 def raw_params(coef: np.ndarray, intercept: np.ndarray, mu: np.ndarray, s: np.ndarray, sl: slice) -> np.ndarray:
@@ -83,12 +89,12 @@ def _warm_chunk(
     est: Any, Z: np.ndarray, raw: np.ndarray, sl: slice, mu: np.ndarray, s: np.ndarray, stats: GroupStats,
     y: np.ndarray, y_idx: np.ndarray, classes: np.ndarray, positions: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Warm-started leave-one-out fits for ``positions``: (p_loo, parameter shift)."""
+    """Warm-started leave-one-out fits for ``positions``: (p_loo, u_T - u_{T\\{t}} per record, raw coordinates)."""
     coef, intercept = est.coef_, est.intercept_
     u_full = raw_params(coef, intercept, mu, s, sl)
     n = len(y)
     out = np.empty((len(positions), len(classes)))
-    shift = np.empty(len(positions))
+    delta = np.full((len(positions), u_full.size), np.inf)
     keep = np.ones(n, dtype=bool)
     warm = clone(est).set_params(warm_start=True)  # refitted in place from the parameters set below
     counts = np.bincount(y_idx, minlength=len(classes))
@@ -112,11 +118,10 @@ def _warm_chunk(
         # integer labels in class order: the same problem as the string labels, without re-sorting strings
         clf = _fit_quiet(clf, Zt[keep], y_idx[keep])
         out[i] = _proba(clf, Zt[t], len(classes))
-        shift[i] = (
-            np.abs(u_full - raw_params(clf.coef_, clf.intercept_, mu_t, s_t, sl)).max() if same_classes else np.inf
-        )
+        if same_classes:
+            delta[i] = u_full - raw_params(clf.coef_, clf.intercept_, mu_t, s_t, sl)
         keep[t] = True
-    return out, shift
+    return out, delta
 
 
 def _proba(clf: Any, z: np.ndarray, n_classes: int) -> np.ndarray:
@@ -228,6 +233,73 @@ class LogisticWarmEngine:
         )
         C = len(request.classes)
         p_loo = np.vstack([p for p, _ in parts_out]) if parts_out else np.empty((0, C))
-        shift = np.concatenate([s_ for _, s_ in parts_out]) if parts_out else np.empty(0)
+        delta = np.vstack([d for _, d in parts_out]) if parts_out else np.empty((0, 0))
+        shift = np.abs(delta).max(axis=1) if delta.size else np.zeros(len(delta))
         p_full = proba_in(model, T.X.iloc[pos], request.classes)
-        return LinearLooResult(p_full=p_full, p_loo=p_loo, engine=self.name, param_shift=shift)
+        return LinearLooResult(p_full=p_full, p_loo=p_loo, engine=self.name, param_shift=shift, param_delta=delta)
+
+
+# --------------------------------------------------------------------------- DTP upper bound
+#
+# Kept apart from the engine above: it needs only u_T - u_{T\{t}} (``LinearLooResult.param_delta``,
+# raw-feature coordinates), whichever engine computed A(T\{t}).
+
+
+def linear_blocks(template: Any, schema: Schema) -> list[tuple[slice, np.ndarray]] | str:
+    """The design columns of a logistic-regression pipeline as blocks with their reachable raw values.
+
+    One-hot blocks (categoricals, binned numerics) reach their K indicator patterns; a numeric
+    column (standardised or raw) reaches the CSV's [min, max], represented by its two ends.
+    Columns follow the ColumnTransformer's output order. A string says why no bound applies.
+    """
+    parts = design_parts(template)
+    if isinstance(parts, str):
+        return parts
+    if len(template.steps) == 1:
+        cols = [schema.column(name) for name in schema.names]
+        return [(slice(j, j + 1), np.array([[c.minimum], [c.maximum]], dtype=float)) for j, c in enumerate(cols)]
+    blocks, start = [], 0
+    for _name, tr, cols in template.steps[0][1].transformers:
+        widths = onehot_widths(tr)
+        if widths is None:  # a scaled numeric block: raw coordinates, one column each
+            widths = [1] * len(cols)
+            states = [np.array([[schema.column(c).minimum], [schema.column(c).maximum]], dtype=float) for c in cols]
+        else:
+            states = [np.eye(w) for w in widths]
+        for w, S in zip(widths, states, strict=True):
+            blocks.append((slice(start, start + w), S))
+            start += w
+    return blocks
+
+
+def linear_dtp_upper(blocks: list[tuple[slice, np.ndarray]], param_delta: np.ndarray) -> np.ndarray:
+    """Per-record upper bound of DTP(t) over the feature domain from u_T - u_{T\\{t}} (raw probabilities).
+
+    Proof sketch. Logistic regression predicts softmax(z) with z_k(x) = w_k . x + b_k (two
+    classes: softmax(0, z), i.e. the sigmoid). In raw-feature coordinates, A(T)'s and
+    A(T\\{t})'s scalers are folded into the parameters (w_raw = w / s, b_raw = b - sum w mu / s,
+    :func:`raw_params`), so D_k(x) = z_k(x) - z'_k(x) = dw_k . x + db_k is affine in the raw x.
+    By the lemma of ``mptool.loo.bounds``, |ln p_T(y|x) - ln p_{T\\{t}}(y|x)| <=
+    max_{a,b} (D_a(x) - D_b(x)), and over a product of blocks the supremum of the affine
+    D_a - D_b is db_a - db_b + sum over blocks of its largest value on the block: the largest
+    coefficient difference within a one-hot block, and the larger of the two range ends times
+    the coefficient difference for a numeric column. This is the per-block Hölder bound made
+    exact; it never exceeds Theorem 6.9's L * ||u_T - u_{T\\{t}}||_inf (which multiplies the
+    largest shift by the sum of every column's largest |x_j|).
+
+    ``param_delta`` is (records, K*d + K) in the layout of :func:`raw_params`; a row with a
+    non-finite entry (a class vanished with t) gets an infinite bound.
+    """
+    delta = np.asarray(param_delta, dtype=float)
+    r = len(delta)
+    d = max((sl.stop for sl, _ in blocks), default=0)
+    K = delta.shape[1] // (d + 1) if r else 1
+    finite = np.isfinite(delta).all(axis=1)
+    safe = np.where(np.isfinite(delta), delta, 0.0)
+    dW = safe[:, : K * d].reshape(r, K, d)
+    db = safe[:, K * d :]
+    if K == 1:  # binary: sklearn's single logit is class 1 against a zero score for class 0
+        dW = np.concatenate([np.zeros_like(dW), dW], axis=1)
+        db = np.concatenate([np.zeros_like(db), db], axis=1)
+    hs = [np.einsum("vw,rkw->rkv", S, dW[:, :, sl]) for sl, S in blocks]
+    return np.where(finite, pairwise_shift_bound(db, hs), np.inf)

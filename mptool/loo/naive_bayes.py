@@ -31,6 +31,7 @@ without rebuilding.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,17 @@ from sklearn.pipeline import Pipeline
 from mptool.inputs.models import DomainEncoder, proba_in
 from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
-from mptool.loo.design import Design, GroupStats, build_design, class_index, design_parts, scale_of, scaler_kind
+from mptool.loo.bounds import pairwise_shift_bound
+from mptool.loo.design import (
+    Design,
+    GroupStats,
+    build_design,
+    class_index,
+    design_parts,
+    fixed_blocks,
+    scale_of,
+    scaler_kind,
+)
 
 #: Rows per vectorised block (bounds memory at about block * classes * features floats).
 BLOCK = 1 << 16
@@ -200,34 +211,28 @@ def categorical_parts(template: Any) -> tuple[DomainEncoder, CategoricalNB] | st
     return enc, est
 
 
-def gaussian_loo(design: Design, y_idx: np.ndarray, n_classes: int, positions: np.ndarray,
-                 advance: Callable[[int], None]) -> np.ndarray:
-    """p_{A(T\\{t})}(.|x_t) of GaussianNB (with standardised numerics), every t in ``positions``.
+def gaussian_params(
+    X: np.ndarray, scaled: np.ndarray, cstats: GroupStats, gstats: GroupStats, y_idx: np.ndarray,
+    n_classes: int, pos: np.ndarray | None, var_smoothing: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """GaussianNB on T \\ {t} for each t in ``pos`` (or on T itself when ``pos`` is None, one row).
 
-    With z = (x - mu')/s' (scaler on T \\ {t}): class mean (m_c - mu')/s', class variance
-    v_c/s'^2, plus epsilon = var_smoothing * max_j var_j(T \\ {t}) in those coordinates;
-    jll_c = log prior_c - 1/2 sum log(2 pi var_cj) - 1/2 sum (z_j - theta_cj)^2 / var_cj.
+    Returns (log prior (r, C), theta (r, C, d), var (r, C, d), mu (r, d), s (r, d), class counts
+    (r, C)): with z = (x - mu)/s (the scaler on the same set; mu 0, s 1 for unscaled columns),
+    class mean theta = (m_c - mu)/s, class variance v_c/s^2 plus epsilon = var_smoothing *
+    max_j var_j in those coordinates.
     """
-    est = design.est
-    X = np.hstack([design.fixed, design.raw])
-    d_fixed = design.fixed.shape[1]
-    scaled = np.zeros(X.shape[1], dtype=bool)
-    scaled[d_fixed:] = True
     n = len(X)
-    out = np.empty((len(positions), n_classes))
-    zeros = np.zeros(n, dtype=np.int64)
-    cstats = GroupStats.of(X, y_idx, n_classes)
-    gstats = GroupStats.of(X, zeros, 1)
-    for start in range(0, len(positions), BLOCK // 16):
-        pos = positions[start : start + BLOCK // 16]
-        yt = y_idx[pos]
-        r = len(pos)
-        cnt, cmean, cm2 = cstats.count, cstats.mean, cstats.m2
+    cnt, cmean, cm2 = cstats.count, cstats.mean, cstats.m2
+    if pos is None:
+        r, loo_cnt = 1, cnt[None, :].copy()
+        gmu, gvar = gstats.mean[:1], gstats.m2[:1] / n
+        m, v, size = cmean[None], cm2[None].copy(), n
+    else:
+        yt, r = y_idx[pos], len(pos)
         cnew = cstats.without(X[pos], yt)
-        gnew = gstats.without(X[pos], zeros[pos])
+        gnew = gstats.without(X[pos], np.zeros(r, dtype=np.int64))
         gmu, gvar = gnew[0], gnew[1] / (n - 1)  # (r, d): statistics of T \ {t}
-        mu = np.where(scaled, gmu, 0.0)
-        s = np.where(scaled, scale_of(gvar), 1.0)
         # class statistics after removal, (r, C, d)
         loo_cnt = np.broadcast_to(cnt, (r, n_classes)).copy()
         loo_cnt[np.arange(r), yt] -= 1
@@ -235,23 +240,59 @@ def gaussian_loo(design: Design, y_idx: np.ndarray, n_classes: int, positions: n
         v = np.broadcast_to(cm2, (r, *cm2.shape)).copy()
         m[np.arange(r), yt] = cnew[0]
         v[np.arange(r), yt] = cnew[1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            v = v / loo_cnt[:, :, None]
-        theta = (m - mu[:, None, :]) / s[:, None, :]
-        var_c = v / (s**2)[:, None, :]
-        all_var = gvar / s**2
-        eps = est.var_smoothing * all_var.max(axis=1)
-        var_c = var_c + eps[:, None, None]
+        size = n - 1
+    mu = np.where(scaled, gmu, 0.0)
+    s = np.where(scaled, scale_of(gvar), 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = v / loo_cnt[:, :, None]
+        prior = np.log(loo_cnt / size)
+    theta = (m - mu[:, None, :]) / s[:, None, :]
+    var_c = v / (s**2)[:, None, :]
+    all_var = gvar / s**2
+    eps = var_smoothing * all_var.max(axis=1)
+    return prior, theta, var_c + eps[:, None, None], mu, s, loo_cnt
+
+
+def _gaussian_setup(
+    design: Design, y_idx: np.ndarray, n_classes: int
+) -> tuple[np.ndarray, np.ndarray, GroupStats, GroupStats]:
+    """The Gaussian engine's design (fixed then standardised columns), which are scaled, and its statistics."""
+    X = np.hstack([design.fixed, design.raw])
+    scaled = np.zeros(X.shape[1], dtype=bool)
+    scaled[design.fixed.shape[1] :] = True
+    return X, scaled, GroupStats.of(X, y_idx, n_classes), GroupStats.of(X, np.zeros(len(X), dtype=np.int64), 1)
+
+
+def gaussian_loo(design: Design, y_idx: np.ndarray, n_classes: int, positions: np.ndarray,
+                 advance: Callable[[int], None]) -> np.ndarray:
+    """p_{A(T\\{t})}(.|x_t) of GaussianNB (with standardised numerics), every t in ``positions``.
+
+    With the parameters of :func:`gaussian_params`,
+    jll_c = log prior_c - 1/2 sum log(2 pi var_cj) - 1/2 sum (z_j - theta_cj)^2 / var_cj.
+    """
+    X, scaled, cstats, gstats = _gaussian_setup(design, y_idx, n_classes)
+    out = np.empty((len(positions), n_classes))
+    for start in range(0, len(positions), BLOCK // 16):
+        pos = positions[start : start + BLOCK // 16]
+        prior, theta, var_c, mu, s, loo_cnt = gaussian_params(
+            X, scaled, cstats, gstats, y_idx, n_classes, pos, design.est.var_smoothing
+        )
         z = (X[pos] - mu) / s
         present = loo_cnt > 0
         with np.errstate(divide="ignore", invalid="ignore"):
-            prior = np.log(loo_cnt / (n - 1))
             jll = prior - 0.5 * np.sum(np.log(2.0 * np.pi * var_c), axis=2)
             jll = jll - 0.5 * np.sum((z[:, None, :] - theta) ** 2 / var_c, axis=2)
         jll = np.where(present, jll, -np.inf)
-        out[start : start + r] = _normalise(jll, present)
-        advance(r)
+        out[start : start + len(pos)] = _normalise(jll, present)
+        advance(len(pos))
     return out
+
+
+def minmax_scaling(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """MinMaxScaler's (scale, offset) for extremes lo, hi: x' = x * scale + offset (scale 1 on a zero range)."""
+    rng = hi - lo
+    scale = 1.0 / np.where(rng < 10 * np.finfo(float).eps, 1.0, rng)
+    return scale, -lo * scale
 
 
 class _NumericBlock:
@@ -280,15 +321,18 @@ class _NumericBlock:
         self.lo2 = srt[1] if self.n > 1 else srt[0]  # equals lo when the minimum is shared
         self.hi2 = srt[-2] if self.n > 1 else srt[-1]
 
+    def loo_scaling(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(scale, offset) of MinMaxScaler fitted on T \\ {t}, one row per record of ``pos``."""
+        x = self.raw[pos]
+        lo = np.where(x == self.lo, self.lo2, self.lo)
+        hi = np.where(x == self.hi, self.hi2, self.hi)
+        return minmax_scaling(lo, hi)
+
     def minmax(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = self.raw[pos]
         yt = self.y_idx[pos]
         r = len(pos)
-        lo = np.where(x == self.lo, self.lo2, self.lo)
-        hi = np.where(x == self.hi, self.hi2, self.hi)
-        rng = hi - lo
-        scale = 1.0 / np.where(rng < 10 * np.finfo(float).eps, 1.0, rng)
-        offset = -lo * scale
+        scale, offset = self.loo_scaling(pos)
         sums = np.broadcast_to(self.sums, (r, *self.sums.shape)).copy()
         sums[np.arange(r), yt] -= x
         cnt = np.broadcast_to(self.counts, (r, self.C)).copy()
@@ -421,3 +465,347 @@ class NaiveBayesEngine:
             p_loo = discrete_loo(design, y_idx, C, pos, advance)
         p_full = proba_in(request.full_model, T.X.iloc[pos], request.classes)
         return LooResult(p_full=p_full, p_loo=p_loo, engine=self.name)
+
+
+# --------------------------------------------------------------------------- DTP upper bound
+#
+# Proof sketch (the lemma is in ``mptool.loo.bounds``). Naive Bayes predicts the softmax of
+# the class scores S_c(x) = ln p(c) + sum_i ln p(x_i | c), so the posterior log-ratio of
+# A(T) against A(T\{t}) is bounded by max over class pairs (a, b) of sup_x (D_a - D_b), with
+# D_c = S_c - S'_c separable over the features. Removing t (class y) changes only class y's
+# statistics and every prior by the same n/(n-1), so for categorical and Bernoulli naive
+# Bayes over a fixed design D_c = -ln(n/(n-1)) for c != y and the bound is
+#   max(sup_x ln g(x), -inf_x ln g(x)),  ln g(x) = ln(N_y/(N_y-1)) + sum_i ln(theta_yi(x_i) / theta'_yi(x_i)),
+# each sup/inf taken feature by feature over the feature's domain. Props. 6.4/6.5 bound the
+# class scores; the normaliser sum_k p'(k|x) e^{D_k} adds at most the spread of the D_k,
+# which this per-record pairwise form accounts for exactly (no doubling of the exponent).
+# A scaler fitted on T (MultinomialNB's MinMaxScaler, BernoulliNB's StandardScaler + binarize)
+# moves every class's statistics of that column; those columns are blocks whose states are the
+# raw values where the scaled value changes slope (MinMax: the extremes of T and of T\{t} and
+# the CSV range's ends) or the reachable pairs (bit under T, bit under T\{t}) (binarize at the
+# mean of T resp. T\{t}); the pairwise form covers them too.
+
+
+def log_nb_delta(n: int, n_ymin: int, m: int, v: int | None = None) -> float:
+    """ln delta of Prop. 6.4 (``v`` None: no smoothing) or Prop. 6.5 (Laplace, ``v`` values per feature).
+
+    The paper's stability constant, reported for reference: it bounds the class scores, not
+    the posterior (see :func:`nb_dtp_upper`). A sum of logarithms: delta itself overflows a
+    float for a few thousand features (m), its logarithm stays finite.
+    """
+    if n < 2 or n_ymin < 1 or m < 1:
+        return math.inf
+    size = math.log(n / (n - 1))
+    if v is None:
+        if n_ymin == 1:
+            return math.inf
+        return (m - 1) * math.log(n_ymin / (n_ymin - 1)) + size
+    return (m - 1) * math.log((n_ymin + v) / n_ymin) + size
+
+
+def log_lsq_delta(m: int) -> float:
+    """ln delta = (m + 1) ln(4/3) of Prop. 6.7 for naive Bayes with m features (|X| = m + 1)."""
+    return (m + 1) * math.log(4.0 / 3.0)
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 700 else math.inf
+
+
+def nb_delta(n: int, n_ymin: int, m: int, v: int | None = None) -> float:
+    """delta of Prop. 6.4 / 6.5 (inf where it exceeds a float); see :func:`log_nb_delta`."""
+    return _exp(log_nb_delta(n, n_ymin, m, v))
+
+
+def lsq_delta(m: int) -> float:
+    """delta = (4/3)^(m+1) of Prop. 6.7 (inf where it exceeds a float); see :func:`log_lsq_delta`."""
+    return _exp(log_lsq_delta(m))
+
+
+def paper_delta(alpha: float | None, n: int, n_ymin: int, m: int, v: int) -> tuple[float | None, str, dict[str, Any]]:
+    """(ln delta, which proposition, details) of Long et al. 6.3 for naive Bayes; ln delta None if none applies.
+
+    Prop. 6.5 for Laplace smoothing (alpha = 1), Props. 6.4/6.7 (the smaller delta) without
+    smoothing. These bound the class-score ratio; ``dtp_upper`` does not use them.
+    """
+    details: dict[str, Any] = {"n": n, "n_ymin": n_ymin, "m": m, "v": v, "alpha": alpha}
+    if alpha is not None and np.isclose(alpha, 1.0):
+        return log_nb_delta(n, n_ymin, m, v), "Prop. 6.5 (Laplace smoothing)", details
+    if alpha is not None and 0 <= alpha <= 1e-10:
+        details["lsq_delta_prop_6_7"] = lsq_delta(m)
+        log_delta = min(log_nb_delta(n, n_ymin, m), log_lsq_delta(m))
+        return log_delta, "Props. 6.4 and 6.7 (no smoothing; the smaller delta)", details
+    return None, f"alpha = {alpha}: Props. 6.4/6.5 cover alpha = 0 and alpha = 1 only", details
+
+
+def nb_dtp_upper(request: LooRequest) -> np.ndarray | str:
+    """Upper bound of DTP(t) over the whole feature domain for each requested record (raw probabilities).
+
+    Exact evaluation of the pairwise score-shift bound (``mptool.loo.bounds``; proof sketch
+    above this section) from the statistics of T and T\\{t}: categorical, Bernoulli,
+    multinomial and Gaussian naive Bayes, the pipelines the exact engine follows. Infinite
+    when t is the only record of its class (the class disappears from A(T\\{t})). Returns the
+    reason as a string for pipelines the engine refuses.
+    """
+    est = request.template.steps[-1][1] if isinstance(request.template, Pipeline) else request.template
+    why = NaiveBayesEngine().refuses(request.spec, request.template)
+    if why is not None:
+        return f"no closed-form statistics of T\\{{t}} ({why})"
+    if isinstance(est, CategoricalNB):
+        return _categorical_bound(request)
+    if isinstance(est, BernoulliNB | MultinomialNB):
+        return _discrete_bound(request)
+    return _gaussian_bound(request)
+
+
+def _categorical_bound(request: LooRequest) -> np.ndarray:
+    """The bound for CategoricalNB, in closed form: only class y_t's counts and the priors move.
+
+    Every other class's score shifts by the same ln((n-1)/n), so the pairwise bound is
+    max(sup_x ln g(x), -inf_x ln g(x)) with ln g = ln(N_y/(N_y-1)) (fitted prior; 0 otherwise)
+    + sum_i [ln theta_yi(x_i) - ln theta'_yi(x_i)]. Per feature i (K_i smoothing categories,
+    count c = N_{y,i,x_ti} of t's value): at v = x_ti the term is ln((c+a)/(c-1+a)) + d_i, at
+    every other value d_i = ln((N_y-1+a K_i)/(N_y+a K_i)) < 0; the largest term is at x_ti, the
+    smallest at any other value of the feature's domain (or x_ti when the domain has one value).
+    """
+    enc, est = categorical_parts(request.template)  # type: ignore[misc]
+    T = request.train
+    codes = enc.transform(T.X[list(request.template.steps[0][1].transformers[0][2])])
+    C = len(request.classes)
+    y_idx = class_index(T.y, request.classes)
+    counts = CategoricalCounts.from_codes(codes, y_idx, C, np.asarray(est.min_categories), _alpha(est), est.fit_prior)
+    a, cc = counts.alpha, counts.class_count
+    pos = np.asarray(request.positions, dtype=np.int64)
+    y = y_idx[pos]
+    nc = cc[y]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        base = np.log(nc) - np.log(nc - 1) if est.fit_prior else np.zeros(len(pos))
+        hi, lo = base.copy(), base.copy()
+        for i, (k, dom) in enumerate(zip(counts.n_codes, enc.n_codes(), strict=True)):
+            c = counts.cat[i][y, codes[pos, i]]
+            d = np.log(nc - 1 + a * k) - np.log(nc + a * k)
+            own = np.log(c + a) - np.log(c - 1 + a) + d
+            hi += own
+            lo += d if dom > 1 else own
+    bound = np.maximum(np.maximum(hi, -lo), 0.0)
+    others = (cc > 0).sum() - 1  # classes besides y_t that both models predict
+    return np.where(nc <= 1, np.inf, np.where(others > 0, bound, 0.0))
+
+
+def _linear_coef(F: np.ndarray, cc: np.ndarray, alpha: float, bern: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(A, B) with class score = prior + x . A + sum B, from feature counts F (..., C, d) and class counts cc.
+
+    Bernoulli: A = ln theta - ln(1 - theta), B = ln(1 - theta), theta = (F + alpha) / (cc + 2 alpha).
+    Multinomial: A = ln((F + alpha) / sum_j (F_j + alpha)), B = 0.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if bern:
+            denom = np.log(cc + 2 * alpha)[..., None]
+            ln_on = np.log(F + alpha) - denom
+            ln_off = np.log(cc[..., None] - F + alpha) - denom
+            return ln_on - ln_off, ln_off
+        flp = np.log(F + alpha) - np.log((F + alpha).sum(axis=-1, keepdims=True))
+        return flp, np.zeros_like(flp)
+
+
+def _log_priors(cc: np.ndarray, fit_prior: bool) -> np.ndarray:
+    if not fit_prior:
+        return np.zeros_like(cc)
+    with np.errstate(divide="ignore"):
+        return np.log(cc) - np.log(cc.sum(axis=-1, keepdims=True))
+
+
+def _discrete_bound(request: LooRequest) -> np.ndarray | str:
+    """The bound for BernoulliNB / MultinomialNB over the design the exact engine follows."""
+    T = request.train
+    blocks = fixed_blocks(request.template, T)
+    if isinstance(blocks, str):
+        return blocks
+    design = build_design(request.template, T.X)
+    est, X = design.est, design.fixed
+    bern = isinstance(est, BernoulliNB)
+    if bern and est.binarize is not None:
+        X = (X > est.binarize).astype(float)
+        blocks = [(sl, (S > est.binarize).astype(float)) for sl, S in blocks]
+    alpha, C = _alpha(est), len(request.classes)
+    y_idx = class_index(T.y, request.classes)
+    Y = np.eye(C)[y_idx]
+    cc = Y.sum(axis=0)
+    scaled_cols = [T.schema.column(c) for c in design_parts(request.template)[1]]
+    numeric = _ScaledColumns(design.raw, y_idx, C, bern, scaled_cols)
+    F_T = np.hstack([Y.T @ X, numeric.full_counts()])
+    A_T, B_T = _linear_coef(F_T, cc, alpha, bern)
+    pos = np.asarray(request.positions, dtype=np.int64)
+    out = np.empty(len(pos))
+    for start in range(0, len(pos), BLOCK // 16):
+        p = pos[start : start + BLOCK // 16]
+        y, rows = y_idx[p], np.arange(len(p))
+        fc = np.broadcast_to(Y.T @ X, (len(p), C, X.shape[1])).copy()
+        fc[rows, y] -= X[p]
+        cc_loo = np.broadcast_to(cc, (len(p), C)).copy()
+        cc_loo[rows, y] -= 1
+        states, num_fc = numeric.loo(p)
+        A_L, B_L = _linear_coef(np.concatenate([fc, num_fc], axis=2), cc_loo, alpha, bern)
+        const = _log_priors(cc, est.fit_prior) - _log_priors(cc_loo, est.fit_prior) + (B_T - B_L).sum(axis=2)
+        dA = A_T - A_L
+        hs = [np.einsum("vw,rcw->rcv", S, dA[:, :, sl]) for sl, S in blocks]
+        d0 = X.shape[1]
+        for j, (s_T, s_L) in enumerate(states):
+            hs.append(s_T[:, None, :] * A_T[None, :, d0 + j, None] - s_L[:, None, :] * A_L[:, :, d0 + j, None])
+        finite = np.isfinite(A_L).all(axis=(1, 2)) & np.isfinite(B_L).all(axis=(1, 2))
+        bound = pairwise_shift_bound(const, hs, cc > 0)
+        out[start : start + len(p)] = np.where((cc[y] <= 1) | ~finite, np.inf, bound)
+    return out
+
+
+class _ScaledColumns:
+    """Numerics a scaler fitted on T transforms, as bound blocks (see the section comment).
+
+    BernoulliNB behind StandardScaler, binarize 0: a value's bit is x > mean; the states of a
+    column are the pairs (bit under T, bit under T\\{t}) some x in the CSV's [min, max] reaches.
+    MultinomialNB behind MinMaxScaler(clip=True): the scaled value is piecewise linear in x
+    with kinks at the extremes, so the states are x in {CSV min, CSV max, min and max of T,
+    min and max of T\\{t}}, each carried through both scalings.
+    """
+
+    def __init__(self, raw: np.ndarray, y_idx: np.ndarray, n_classes: int, bern: bool, columns: list[Any]) -> None:
+        self.block = _NumericBlock(raw, y_idx, n_classes)
+        self.bern = bern
+        self.dom_lo = np.array([c.minimum for c in columns], dtype=float)
+        self.dom_hi = np.array([c.maximum for c in columns], dtype=float)
+        self.Y = np.eye(n_classes)[y_idx]
+
+    def _scaled_T(self) -> np.ndarray:
+        b = self.block
+        if self.bern:
+            return (b.raw > b.total / b.n).astype(float)
+        scale, offset = minmax_scaling(b.lo, b.hi)
+        return np.clip(b.raw * scale + offset, 0.0, 1.0)
+
+    def full_counts(self) -> np.ndarray:
+        """Per-class sums of the scaled values on T, (classes, columns)."""
+        return self.Y.T @ self._scaled_T() if self.block.raw.shape[1] else np.empty((self.Y.shape[1], 0))
+
+    def loo(self, pos: np.ndarray) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+        """Per column (state values under T, under T\\{t}), each (records, states); and T\\{t}'s class sums."""
+        b = self.block
+        if not b.raw.shape[1]:
+            return [], np.empty((len(pos), self.Y.shape[1], 0))
+        if self.bern:
+            num_fc, _ = b.bernoulli(pos)
+            return self._bit_states(b.total / b.n, (b.total - b.raw[pos]) / (b.n - 1)), num_fc
+        num_fc, _ = b.minmax(pos)
+        scale_T, off_T = minmax_scaling(b.lo, b.hi)
+        scale_L, off_L = b.loo_scaling(pos)
+        out = []
+        for j in range(b.raw.shape[1]):
+            lo_L = -off_L[:, j] / scale_L[:, j]
+            pts = np.stack(
+                [np.full(len(pos), v) for v in (self.dom_lo[j], self.dom_hi[j], b.lo[j], b.lo[j] + 1 / scale_T[j])]
+                + [lo_L, lo_L + 1 / scale_L[:, j]],
+                axis=1,
+            )
+            pts = np.clip(pts, self.dom_lo[j], self.dom_hi[j])
+            s_T = np.clip(pts * scale_T[j] + off_T[j], 0.0, 1.0)
+            s_L = np.clip(pts * scale_L[:, j, None] + off_L[:, j, None], 0.0, 1.0)
+            out.append((s_T, s_L))
+        return out, num_fc
+
+    def _bit_states(self, mu_T: np.ndarray, mu_L: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(bit under T, bit under T\\{t}) pairs reachable in [min, max]; unreachable ones NaN.
+
+        Reachability is decided with a little slack, so rounding in the means can only add states.
+        """
+        out = []
+        bT = np.array([0.0, 1.0, 1.0, 0.0])
+        bL = np.array([0.0, 1.0, 0.0, 1.0])
+        for j in range(len(mu_T)):
+            m, mL = mu_T[j], mu_L[:, j]
+            lo, hi = self.dom_lo[j], self.dom_hi[j]
+            eps = 1e-9 * (1.0 + np.abs(m))
+            ok = np.stack(
+                [
+                    lo <= np.minimum(m, mL) + eps,  # x below both means
+                    hi > np.maximum(m, mL) - eps,  # above both
+                    (mL > m - eps) & (hi > m - eps) & (lo <= mL + eps),  # between: 1 under T, 0 under T\{t}
+                    (m > mL - eps) & (hi > mL - eps) & (lo <= m + eps),  # between: 0 under T, 1 under T\{t}
+                ],
+                axis=1,
+            )
+            out.append((np.where(ok, bT, np.nan), np.where(ok, bL, np.nan)))
+        return out
+
+
+def _gaussian_bound(request: LooRequest) -> np.ndarray | str:
+    """The bound for GaussianNB: one-hot blocks by their patterns, numeric columns as quadratics.
+
+    A numeric column's score shift h_c(x) = l_c(x) - l'_c(x), with l the class's Gaussian
+    log-density in raw x (mean mu + s theta, variance var s^2), is a quadratic in x; so is
+    h_a - h_b, whose maximum over the CSV's [min, max] is at an end or at its vertex. The
+    states of the column are both ends and every pair's vertex inside the range. Every class
+    moves here (the scaler and var_smoothing * max variance follow T\\{t}).
+    """
+    T, template = request.train, request.template
+    design = build_design(template, T.X)
+    C, y_idx = len(request.classes), class_index(T.y, request.classes)
+    X, scaled, cstats, gstats = _gaussian_setup(design, y_idx, C)
+    if len(template.steps) == 1:
+        onehot, cont = [], list(zip(range(X.shape[1]), T.X.columns, strict=True))
+    else:
+        onehot = fixed_blocks(template, T)
+        if isinstance(onehot, str):
+            return onehot
+        d0 = design.fixed.shape[1]
+        cont = list(zip(range(d0, X.shape[1]), design_parts(template)[1], strict=True))
+    vs = design.est.var_smoothing
+    P_T = gaussian_params(X, scaled, cstats, gstats, y_idx, C, None, vs)
+    pos = np.asarray(request.positions, dtype=np.int64)
+    out = np.empty(len(pos))
+    for start in range(0, len(pos), BLOCK // 16):
+        p = pos[start : start + BLOCK // 16]
+        P_L = gaussian_params(X, scaled, cstats, gstats, y_idx, C, p, vs)
+        const = P_T[0] - P_L[0]
+        hs = []
+        for sl, S in onehot:
+            at0 = _gauss_logpdf(P_T, sl, 0.0) - _gauss_logpdf(P_L, sl, 0.0)  # (r, C, w)
+            at1 = _gauss_logpdf(P_T, sl, 1.0) - _gauss_logpdf(P_L, sl, 1.0)
+            hs.append(at0.sum(axis=2)[:, :, None] + np.einsum("vw,rcw->rcv", S, at1 - at0))
+        for j, name in cont:
+            col = T.schema.column(name)
+            pts = _quadratic_states(P_T, P_L, j, float(col.minimum), float(col.maximum))
+            sl = slice(j, j + 1)
+            hs.append(_gauss_logpdf(P_T, sl, pts[:, None, :]) - _gauss_logpdf(P_L, sl, pts[:, None, :]))
+        with np.errstate(invalid="ignore"):
+            bound = pairwise_shift_bound(const, hs, cstats.count > 0)
+        bad = ~np.all([np.isfinite(h).all(axis=(1, 2)) for h in hs], axis=0) if hs else np.zeros(len(p), bool)
+        out[start : start + len(p)] = np.where((cstats.count[y_idx[p]] <= 1) | bad, np.inf, bound)
+    return out
+
+
+def _gauss_logpdf(P: tuple, sl: slice, x: Any) -> np.ndarray:
+    """Class Gaussian log-density of raw value(s) x in design columns ``sl``: (r, C, w) or (r, C, states)."""
+    _, theta, var, mu, s, _ = P
+    th, v = theta[:, :, sl], var[:, :, sl]
+    z = (x - mu[:, None, sl]) / s[:, None, sl]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -0.5 * np.log(2.0 * np.pi * v) - 0.5 * (z - th) ** 2 / v
+
+
+def _quadratic_states(P_T: tuple, P_L: tuple, j: int, lo: float, hi: float) -> np.ndarray:
+    """Raw values of column j where some h_a - h_b can peak: lo, hi and each pair's vertex in [lo, hi]; (r, V)."""
+    coef = []
+    for _, theta, var, mu, s, _ in (P_T, P_L):
+        V = var[:, :, j] * (s[:, None, j] ** 2)  # raw-coordinate variance
+        m = mu[:, None, j] + s[:, None, j] * theta[:, :, j]  # raw-coordinate mean
+        coef.append((-0.5 / V, m / V))
+    a = coef[0][0] - coef[1][0]  # h_c(x) = a_c x^2 + b_c x + const
+    b = coef[0][1] - coef[1][1]
+    r, C = a.shape
+    pts = [np.full(r, lo), np.full(r, hi)]
+    for i in range(C):
+        for k in range(i + 1, C):
+            Q, L = a[:, i] - a[:, k], b[:, i] - b[:, k]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                vx = np.where(Q != 0, -L / (2 * Q), lo)
+            pts.append(np.clip(np.nan_to_num(vx, nan=lo), lo, hi))
+    return np.stack(pts, axis=1)

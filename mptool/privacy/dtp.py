@@ -47,6 +47,15 @@ def pdtp_of(p_full: np.ndarray, p_loo: np.ndarray, bin_size: float) -> PdtpValue
     return pdtp(bin_probabilities(p_full, bin_size), bin_probabilities(p_loo, bin_size))
 
 
+def raw_pdtp(p_full: np.ndarray, p_loo: np.ndarray) -> np.ndarray:
+    """PDTP of the raw (unbinned, unfloored) probabilities: max_y |ln p - ln p'|; inf where only one is 0."""
+    p, q = np.asarray(p_full, dtype=float), np.asarray(p_loo, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.abs(np.log(p) - np.log(q))
+    ratio = np.where(p == q, 0.0, ratio)
+    return ratio.max(axis=1) if ratio.size else np.zeros(len(ratio))
+
+
 def summarize(values: np.ndarray, threshold: float) -> dict[str, float | int | str]:
     """Summary statistics of per-record PDTP and the DTP-1 verdict (max <= threshold passes)."""
     v = np.asarray(values, dtype=float)

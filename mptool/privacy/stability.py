@@ -1,34 +1,28 @@
-"""DTP beyond PDTP (Long et al. section 6): stability and Lipschitz upper bounds, query-set lower bound.
+"""DTP beyond PDTP (Long et al. section 6): upper bounds per estimator family, query-set lower bound.
 
 PDTP looks at one query, x_t. DTP (Definition 4.2) is the largest log-ratio over *every*
-query x and class y. Three ways past PDTP:
+query x in the feature domain and class y. Two ways past PDTP:
 
-- **Training stability** (Definition 6.1, Theorem 6.2): if A is delta-training stable on T,
-  DTP(t) <= max(PDTP(t), ln delta). Naive Bayes is (Prop. 6.4)
-  delta = (n_ymin / (n_ymin - 1))^(m-1) * n / (n - 1), and with Laplace smoothing
-  (Prop. 6.5) delta = ((n_ymin + v) / n_ymin)^(m-1) * n / (n - 1), where n = |T|, m the
-  number of features, n_ymin the size of the least supported class and v the largest
-  number of values a feature takes. Bayes inference is 4/3-stable (Prop. 6.3), and an LSQ
-  classifier with log coefficients (naive Bayes without smoothing among them) is
-  (4/3)^|X|-stable (Prop. 6.7, |X| = m + 1 for naive Bayes); where both apply we use the
-  smaller delta. k-NN is not training stable for any delta (section 6.3).
-- **Lipschitz** (Theorem 6.9): DTP(t) <= L * ||u_T - u_{T\\{t}}||_inf for a model whose log
-  probabilities are L-Lipschitz in its parameters u (logistic regression; L derived in
-  ``mptool.loo.linear``).
+- **Upper bound** ``dtp_upper``: each estimator family that has one computes it next to its
+  engine, per record and exactly from A(T) and A(T\\{t}) (the lemma is in
+  ``mptool.loo.bounds``): naive Bayes in ``mptool.loo.naive_bayes`` (Props. 6.4/6.5 carried
+  from the class scores to the normalised posterior), logistic regression in
+  ``mptool.loo.linear`` (Theorem 6.9 made per block). k-NN is not training stable for any
+  delta (section 6.3); other families have no bound. The bound is on the raw (unbinned)
+  probabilities, like ``pdtp_raw``; ``dtp_upper_binned`` carries it to the binned outputs
+  that ``pdtp`` measures (:func:`mptool.privacy.calibration.binned_bound`). A bound at or
+  above the binning cap ln((1 - b/2)/(b/2)) says nothing the binning does not already
+  guarantee: ``dtp_upper_vacuous``.
 - **Query set**: max over queries q in Q and classes y of |ln p_T(y|q) - ln p_{T\\{t}}(y|q)|,
   an empirical lower bound of DTP(t) (Q = {x_t} is PDTP; Q = T is what IBM ART's PDTP
   maximises over).
 
-Caveats, stated in the summary: the bounds hold for the classifier's raw probabilities,
-so ``dtp_upper`` uses the unbinned PDTP (binning is post-processing and can move a ratio
-across a bin edge); the paper's proofs of Props. 6.4/6.5 bound the class scores
-p(x|y)p(y) and treat them as the posterior; Definition 6.1 needs p_{T\\{t}}(y_t|x_t) > 0,
-so a record whose class disappears with it gets an infinite bound.
+This module holds only the generic parts: which family's bound applies (dispatch), the
+columns and summary, and the query-set estimate.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,54 +38,26 @@ from mptool.inputs.data import MISSING_CATEGORY, Records, read_csv
 from mptool.inputs.models import DomainEncoder, fit, proba_in
 from mptool.inputs.neighbors import TieStableKNeighborsClassifier
 from mptool.loo.base import LooRequest, LooResult
-from mptool.loo.design import class_index, design_parts
-from mptool.loo.naive_bayes import CategoricalCounts, _alpha, categorical_parts
-from mptool.privacy.calibration import bin_probabilities
-from mptool.privacy.dtp import pdtp
+from mptool.loo.design import class_index, design_parts, fixed_blocks
+from mptool.loo.linear import linear_blocks, linear_dtp_upper, lipschitz_constant
+from mptool.loo.naive_bayes import CategoricalCounts, _alpha, categorical_parts, nb_dtp_upper, paper_delta
+from mptool.privacy.calibration import bin_probabilities, binned_bound, max_log_ratio
+from mptool.privacy.dtp import raw_pdtp
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, run_tasks
 
-
-def log_nb_delta(n: int, n_ymin: int, m: int, v: int | None = None) -> float:
-    """ln delta of Prop. 6.4 (``v`` None: no smoothing) or Prop. 6.5 (Laplace, ``v`` values per feature).
-
-    Computed as a sum of logarithms: delta itself overflows a float for a few thousand
-    features (m), while its logarithm (the DTP bound) stays finite.
-    """
-    if n < 2 or n_ymin < 1 or m < 1:
-        return math.inf
-    size = math.log(n / (n - 1))
-    if v is None:
-        if n_ymin == 1:
-            return math.inf
-        return (m - 1) * math.log(n_ymin / (n_ymin - 1)) + size
-    return (m - 1) * math.log((n_ymin + v) / n_ymin) + size
-
-
-def log_lsq_delta(m: int) -> float:
-    """ln delta = (m + 1) ln(4/3) of Prop. 6.7 for naive Bayes with m features (|X| = m + 1)."""
-    return (m + 1) * math.log(4.0 / 3.0)
-
-
-def _exp(x: float) -> float:
-    return math.exp(x) if x < 700 else math.inf
-
-
-def nb_delta(n: int, n_ymin: int, m: int, v: int | None = None) -> float:
-    """delta of Prop. 6.4 / 6.5 (inf where it exceeds a float); see :func:`log_nb_delta`."""
-    return _exp(log_nb_delta(n, n_ymin, m, v))
-
-
-def lsq_delta(m: int) -> float:
-    """delta = (4/3)^(m+1) of Prop. 6.7 (inf where it exceeds a float); see :func:`log_lsq_delta`."""
-    return _exp(log_lsq_delta(m))
+NAIVE_BAYES = (CategoricalNB, BernoulliNB, MultinomialNB, GaussianNB)
 
 
 @dataclass(frozen=True)
 class Bound:
-    """How ``dtp_upper`` is obtained for a spec: kind, ln delta (stability) and why."""
+    """Which ``dtp_upper`` applies to a spec: kind, why, and the paper's constant for reference.
 
-    kind: str  # "stability", "lipschitz" or "none"
+    ``log_delta`` is ln delta of Props. 6.4/6.5/6.7 (naive Bayes); it bounds the class-score
+    ratio, not the posterior, and ``dtp_upper`` does not use it.
+    """
+
+    kind: str  # "stability" (naive Bayes), "lipschitz" (logistic regression) or "none"
     reason: str
     log_delta: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
@@ -104,36 +70,20 @@ def _estimator(template: Any) -> Any:
 def stability_bound(template: Any, train: Records, classes: np.ndarray) -> Bound:
     """The DTP upper bound that applies to ``template`` on T (see the module docstring)."""
     est = _estimator(template)
-    n = train.n
-    counts = np.bincount(class_index(train.y, classes), minlength=len(classes))
-    n_ymin = int(counts.min())
-    if type(est) is CategoricalNB:
-        pre = template.steps[0][1] if isinstance(template, Pipeline) and len(template.steps) == 2 else None
-        enc = pre.transformers[0][1] if pre is not None and len(pre.transformers) == 1 else None
-        if not isinstance(enc, DomainEncoder):
-            return Bound("none", "categorical naive Bayes without mptool's fixed-domain encoder (preprocess: none)")
-        m, v = len(enc.domains), int(max(enc.n_codes()))
-        return _nb_bound(_scalar_alpha(est), n, n_ymin, m, v, "categorical naive Bayes")
-    if type(est) is BernoulliNB:
-        parts = design_parts(template)
-        if isinstance(parts, str) or parts[1]:
-            why = "Bernoulli naive Bayes over features scaled on T: Props. 6.4/6.5 assume fixed features"
-            return Bound("none", why)
-        width = sum(_width(tr, cols, train) for tr, cols in parts[0]) if len(template.steps) > 1 else train.X.shape[1]
-        return _nb_bound(_scalar_alpha(est), n, n_ymin, int(width), 2, "Bernoulli naive Bayes (binary features, v = 2)")
-    if type(est) in (GaussianNB, MultinomialNB):
-        return Bound(
-            "none",
-            f"{type(est).__name__}: Props. 6.4/6.5 cover naive Bayes over discrete features estimated by counts, "
-            "not Gaussian or multinomial likelihoods",
+    if type(est) in NAIVE_BAYES:
+        log_delta, prop, details = _paper_constant(template, est, train, classes)
+        why = (
+            f"{type(est).__name__}: exact per-record bound on the posterior ratio over the whole domain "
+            f"(class-score shifts of T vs T\\{{t}}, normalised; paper's delta, for reference: {prop})"
         )
+        return Bound("stability", why, log_delta, details)
     if type(est) in (KNeighborsClassifier, TieStableKNeighborsClassifier):
         return Bound("none", "k-NN is not training stable (Long et al. 6.3): PDTP is only a lower bound of its DTP")
     if type(est) is LogisticRegression:
         return Bound(
             "lipschitz",
-            "logistic regression: Lipschitz bound of Theorem 6.9, L * max|u_T - u_T\\t| (needs the "
-            "warm-start-logistic engine, which returns the leave-one-out parameters)",
+            "logistic regression: exact per-block bound of the logit shifts over the domain, from the leave-one-out "
+            "parameters (Theorem 6.9 made per block; needs an engine that returns them, e.g. warm-start-logistic)",
         )
     return Bound(
         "none",
@@ -141,38 +91,44 @@ def stability_bound(template: Any, train: Records, classes: np.ndarray) -> Bound
     )
 
 
-def _scalar_alpha(est: Any) -> float | None:
-    return float(est.alpha) if np.isscalar(est.alpha) else None
+def _paper_constant(template: Any, est: Any, train: Records, classes: np.ndarray) -> tuple[float | None, str, dict]:
+    """ln delta of Props. 6.4/6.5/6.7 for a naive Bayes spec (m features with at most v values)."""
+    if isinstance(est, GaussianNB):
+        return None, "none (Props. 6.4/6.5 cover discrete features estimated by counts)", {}
+    counts = np.bincount(class_index(train.y, classes), minlength=len(classes))
+    alpha = float(est.alpha) if np.isscalar(est.alpha) else None
+    if isinstance(est, CategoricalNB):
+        pre = template.steps[0][1] if isinstance(template, Pipeline) and len(template.steps) == 2 else None
+        enc = pre.transformers[0][1] if pre is not None and len(pre.transformers) == 1 else None
+        if not isinstance(enc, DomainEncoder):
+            return None, "none (categorical naive Bayes without mptool's fixed-domain encoder)", {}
+        m, v = len(enc.domains), int(max(enc.n_codes()))
+    else:
+        blocks = fixed_blocks(template, train)
+        scaled = design_parts(template)
+        if isinstance(blocks, str) or isinstance(scaled, str):
+            return None, "none (features not fixed)", {}
+        m, v = sum(S.shape[1] for _, S in blocks) + len(scaled[1]), 2
+    log_delta, prop, details = paper_delta(alpha, train.n, int(counts.min()), m, v)
+    return log_delta, prop, details
 
 
-def _width(tr: Any, cols: list[str], train: Records) -> int:
-    from sklearn.base import clone
+def dtp_upper(bound: Bound, request: LooRequest, result: LooResult) -> np.ndarray | str:
+    """Per-record upper bound of DTP(t) (raw probabilities), or why there is none.
 
-    return int(np.asarray(clone(tr).fit(train.X[cols].iloc[:1]).transform(train.X[cols].iloc[:1])).shape[1])
-
-
-def _nb_bound(alpha: float | None, n: int, n_ymin: int, m: int, v: int, what: str) -> Bound:
-    details = {"n": n, "n_ymin": n_ymin, "m": m, "v": v, "alpha": alpha, "lsq_delta_prop_6_7": lsq_delta(m)}
-    if alpha is not None and math.isclose(alpha, 1.0):
-        return Bound("stability", f"{what} with Laplace smoothing: Prop. 6.5", log_nb_delta(n, n_ymin, m, v), details)
-    if alpha is not None and 0 <= alpha <= 1e-10:
-        log_delta = min(log_nb_delta(n, n_ymin, m), log_lsq_delta(m))
-        return Bound("stability", f"{what} without smoothing: Props. 6.4 and 6.7 (the smaller delta)",
-                     log_delta, details)
-    return Bound("none", f"{what} with alpha = {alpha}: Props. 6.4/6.5 cover alpha = 0 and alpha = 1 only", None,
-                 details)
-
-
-def dtp_upper(bound: Bound, result: LooResult, lipschitz: float | None) -> np.ndarray | None:
-    """Per-record upper bound of DTP(t) (raw probabilities), or None where no bound applies."""
-    if bound.kind == "stability" and bound.log_delta is not None:
-        raw = pdtp(bin_probabilities(result.p_full, 0.0), bin_probabilities(result.p_loo, 0.0))
-        own_gone = (result.p_loo <= 0).any(axis=1)  # Definition 6.1 needs p' > 0
-        return np.where(own_gone, np.inf, np.maximum(raw.pdtp, bound.log_delta))
-    shift = getattr(result, "param_shift", None)
-    if bound.kind == "lipschitz" and shift is not None and lipschitz is not None:
-        return lipschitz * np.asarray(shift, dtype=float)
-    return None
+    Dispatches to the family's bound: :func:`mptool.loo.naive_bayes.nb_dtp_upper` or
+    :func:`mptool.loo.linear.linear_dtp_upper` (the latter needs the leave-one-out
+    parameters, ``param_delta``, from the engine).
+    """
+    if bound.kind == "stability":
+        return nb_dtp_upper(request)
+    if bound.kind == "lipschitz":
+        delta = getattr(result, "param_delta", None)
+        if delta is None:
+            return f"{bound.reason}; not available from the '{result.engine}' engine"
+        blocks = linear_blocks(request.template, request.train.schema)
+        return blocks if isinstance(blocks, str) else linear_dtp_upper(blocks, delta)
+    return bound.reason
 
 
 # --------------------------------------------------------------------------- query set
@@ -287,37 +243,27 @@ def beyond_pdtp(
     bin_size: float,
     progress: Callable[[int, str], Any],
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Per-record ``dtp_upper`` (and ``dtp_queries`` when a query set is given) and their summary.
+    """Per-record ``dtp_upper`` (+ binned, + vacuous flag; and ``dtp_queries`` with a query set) and their summary.
 
-    ``dtp_upper`` is empty (NaN) where no bound applies; the summary says which bound
+    The bound columns are empty (NaN) where no bound applies; the summary says which bound
     applies and why.
     """
     bound = stability_bound(request.template, request.train, request.classes)
-    lip = None
-    if bound.kind == "lipschitz":
-        from mptool.loo.linear import lipschitz_constant
-
-        parts = design_parts(request.template)
-        lip = None if isinstance(parts, str) else lipschitz_constant(
-            request.template, request.train.schema, len(request.classes)
-        )
-    upper = dtp_upper(bound, result, lip)
+    got = dtp_upper(bound, request, result)
+    upper = None if isinstance(got, str) else np.asarray(got, dtype=float)
+    if upper is not None:  # a probability that underflowed to 0: the computed raw ratio is infinite, so is the bound
+        upper = np.where(np.isinf(raw_pdtp(result.p_full, result.p_loo)), np.inf, upper)
     n = len(result.p_full)
-    columns: dict[str, np.ndarray] = {"dtp_upper": upper if upper is not None else np.full(n, np.nan)}
-    reason = bound.reason
-    if upper is None and bound.kind == "lipschitz":
-        reason += f"; not available from the '{result.engine}' engine"
-    summary: dict[str, Any] = {
-        "upper_bound": {
-            "kind": bound.kind if upper is not None else "none",
-            "why": reason,
-            "max": float(np.max(upper)) if upper is not None and n else None,
-            "ln_delta": bound.log_delta,
-            "lipschitz_L": lip,
-            "details": bound.details,
-            "note": "bounds the DTP of the raw (unbinned) probabilities; dtp_upper uses the unbinned PDTP",
-        }
+    cap = max_log_ratio(bin_size)
+    vacuous = np.full(n, None, dtype=object)
+    if upper is not None:
+        vacuous[:] = upper >= cap
+    columns: dict[str, np.ndarray] = {
+        "dtp_upper": upper if upper is not None else np.full(n, np.nan),
+        "dtp_upper_binned": binned_bound(upper, bin_size) if upper is not None else np.full(n, np.nan),
+        "dtp_upper_vacuous": vacuous,
     }
+    summary: dict[str, Any] = {"upper_bound": _bound_summary(bound, got, upper, cap, request)}
     if queries is not None:
         with progress(n, f"query-set DTP ({query_label}, {len(queries)} queries)") as advance:
             q = query_dtp(request, queries, bin_size, advance)
@@ -330,3 +276,29 @@ def beyond_pdtp(
             "note": "empirical DTP lower bound: max over the query points and classes, binned probabilities",
         }
     return columns, summary
+
+
+def _bound_summary(bound: Bound, got: Any, upper: np.ndarray | None, cap: float, request: LooRequest) -> dict:
+    """The ``upper_bound`` block of the JSON summary."""
+    lip = None
+    if bound.kind == "lipschitz" and not isinstance(design_parts(request.template), str):
+        lip = lipschitz_constant(request.template, request.train.schema, len(request.classes))
+    has = upper is not None and len(upper) > 0
+    return {
+        "kind": bound.kind if upper is not None else "none",
+        "why": bound.reason if upper is not None else str(got),
+        "max": float(np.max(upper)) if has else None,
+        "median": float(np.median(upper)) if has else None,
+        "min": float(np.min(upper)) if has else None,
+        "n_vacuous": int(np.sum(upper >= cap)) if upper is not None else None,
+        "vacuous_at": cap,
+        "ln_delta": bound.log_delta,
+        "lipschitz_L": lip,
+        "details": bound.details,
+        "note": (
+            "dtp_upper bounds the DTP of the raw (unbinned) probabilities, like pdtp_raw (pdtp_raw <= DTP <= "
+            "dtp_upper); dtp_upper_binned bounds the binned DTP, like pdtp; dtp_upper_vacuous: the bound is at "
+            "or above the largest binned log-ratio (vacuous_at), so it says nothing binning does not. ln_delta "
+            "(naive Bayes, Long et al. 6.3) and lipschitz_L (Theorem 6.9) are the paper's constants, for reference"
+        ),
+    }

@@ -204,7 +204,10 @@ def dtp_rows(s: dict[str, Any], table: pd.DataFrame | None) -> list[tuple[str, s
         kind, reason = lookup(bound, "kind"), lookup(bound, "why")
         why = "; ".join(str(p) for p in (kind, reason) if p)
     if upper is not None:
-        rows.append(("DTP upper bound (max dtp_upper)", fmt(upper) + (f" ({why})" if why else "")))
+        rows.append(("DTP upper bound (max dtp_upper, raw probabilities)", fmt(upper) + (f" ({why})" if why else "")))
+        extra = _bound_spread(bound) if isinstance(bound, dict) else None
+        if extra:
+            rows.append(("DTP upper bound: median, records vacuous", extra))
     elif why:
         rows.append(("DTP upper bound", f"none applies ({why})"))
     queries = lookup(dtp, "queries")
@@ -212,6 +215,15 @@ def dtp_rows(s: dict[str, Any], table: pd.DataFrame | None) -> list[tuple[str, s
         label = lookup(queries, "set")
         rows.append((f"DTP on the query set{f' ({label})' if label else ''}", fmt(lookup(queries, "max"))))
     return rows
+
+
+def _bound_spread(bound: dict[str, Any]) -> str | None:
+    """'median M; V of N at or above the binning cap C' from ``summary.dtp.upper_bound``, if given."""
+    median, cap = number(lookup(bound, "median")), number(lookup(bound, "vacuous_at"))
+    vacuous = lookup(bound, "n_vacuous")
+    if median is None or vacuous is None or cap is None:
+        return None
+    return f"median {fmt(median)}; {vacuous} at or above the binning cap {fmt(cap)} (vacuous)"
 
 
 def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
@@ -246,14 +258,20 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
 
 def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> dict[str, Any] | None:
     """The ``top`` riskiest records of pdtp.csv with probabilities and attack accuracies;
-    with ``show_values`` also their ids and feature values (from ``inputs.features``)."""
+    with ``show_values`` also their ids and feature values (from ``inputs.features``).
+
+    Bounds come with the PDTP on their scale: ``pdtp_raw`` <= ``dtp_upper`` (raw probabilities),
+    ``pdtp`` <= ``dtp_upper_binned`` (binned)."""
     t = inputs.pdtp_table
     if t is None or "row" not in t:
         return None
     t = t.sort_values(["pdtp", "row"], ascending=[False, True]).head(top)
     core = [
         c
-        for c in ("row", "id", "label", "pdtp", "dtp_upper", "dtp_queries", "worst_class", "p_full", "p_loo")
+        for c in (
+            "row", "id", "label", "pdtp", "pdtp_raw", "dtp_upper", "dtp_upper_binned", "dtp_queries", "worst_class",
+            "p_full", "p_loo",
+        )
         if c in t and t[c].notna().any() and (show_values or c not in VALUE_COLUMNS)
     ]
     acc_cols = attack_accuracy_columns(inputs.attack_table)
@@ -276,7 +294,7 @@ def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> di
             fr = feats.loc[int(r["row"])] if int(r["row"]) in feats.index else None
             cells += [data_cell(fr[c]) if fr is not None else "—" for c in feat_cols]
         rows.append(cells)
-    numeric = {"row", "pdtp", "dtp_upper", "dtp_queries", "p_full", "p_loo", *extra}
+    numeric = {"row", "pdtp", "pdtp_raw", "dtp_upper", "dtp_upper_binned", "dtp_queries", "p_full", "p_loo", *extra}
     numeric |= {c for c in feat_cols if pd.api.types.is_numeric_dtype(feats[c])}
     out = _table(core + extra + feat_cols, rows, numeric)
     out["n_core"] = len(core) + len(extra)
