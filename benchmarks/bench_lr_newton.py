@@ -31,20 +31,21 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from mptool.bundled import ADULT_CSV, config  # noqa: E402
-from mptool.calibration import bin_probabilities  # noqa: E402
-from mptool.dtp import pdtp  # noqa: E402
+from mptool.api.pdtp import PdtpOptions, run_pdtp  # noqa: E402
+from mptool.inputs.bundled import ADULT_CSV, config  # noqa: E402
+from mptool.inputs.prepare import fit_checked, prepare  # noqa: E402
+from mptool.inputs.spec import load_spec, parse_spec  # noqa: E402
 from mptool.loo import LooRequest, RefitEngine  # noqa: E402
 from mptool.loo.linear import NewtonLogisticEngine  # noqa: E402
-from mptool.pdtp import PdtpOptions, run_pdtp  # noqa: E402
-from mptool.prepare import fit_checked, prepare  # noqa: E402
-from mptool.spec import load_spec, parse_spec  # noqa: E402
+from mptool.privacy.calibration import bin_probabilities  # noqa: E402
+from mptool.privacy.dtp import pdtp  # noqa: E402
 
 
 def request(records: int, **params: object) -> LooRequest:
     """LooRequest for every record of the config's T (``records`` of them), with model.params overridden."""
-    spec = load_spec(config("adult-lr.yaml"), {"data.train_size": records, **{f"model.params.{k}": v
-                                                                              for k, v in params.items()}})
+    spec = load_spec(
+        config("adult-lr.yaml"), {"data.train_size": records, **{f"model.params.{k}": v for k, v in params.items()}}
+    )
     prep = prepare(ADULT_CSV, spec)
     full = fit_checked(prep.template, prep.train)
     return LooRequest(spec, prep.template, prep.train, full, prep.classes, np.arange(prep.train.n), 1)
@@ -65,8 +66,10 @@ def speed(records: int) -> object:
     req = request(records)
     exact, t_exact = timed(NewtonLogisticEngine(), req)
     ref, t_ref = timed(RefitEngine(), req)
-    moved = [(bin_probabilities(a, 0.01) != bin_probabilities(b, 0.01)).any(axis=1)
-             for a, b in ((exact.p_full, ref.p_full), (exact.p_loo, ref.p_loo))]
+    moved = [
+        (bin_probabilities(a, 0.01) != bin_probabilities(b, 0.01)).any(axis=1)
+        for a, b in ((exact.p_full, ref.p_full), (exact.p_loo, ref.p_loo))
+    ]
     print(
         f"lr_newton_loo_{records}: {t_exact:.2f} s for {records} records ({t_ref / t_exact:.0f}x vs refit "
         f"{t_ref:.1f} s at tol {req.full_model.steps[-1][1].tol:g}; max |exact - refit| probability "
@@ -95,8 +98,9 @@ def everything() -> None:
     raw["data"]["train_size"] = None  # every complete row
     prep = prepare(ADULT_CSV, parse_spec(raw))
     t0 = time.perf_counter()
-    out = run_pdtp(prep, PdtpOptions(jobs=1, engine="exact"), lambda total, label: contextlib.nullcontext(
-        lambda n: None))
+    out = run_pdtp(
+        prep, PdtpOptions(jobs=1, engine="exact"), lambda total, label: contextlib.nullcontext(lambda n: None)
+    )
     total = time.perf_counter() - t0
     t = out.summary["timings"]
     print(

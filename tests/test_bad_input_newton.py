@@ -21,14 +21,21 @@ CASES = [
 
 
 @pytest.mark.parametrize("case,params,fragment", CASES, ids=[c[0] for c in CASES])
-def test_engine_exact_refuses_an_inexact_logistic_regression(tmp_path: Path, case: str, params: dict,
-                                                            fragment: str) -> None:
-    args = pdtp_args(tmp_path, good_csv(tmp_path), good_spec(tmp_path, "logistic_regression", model={"params": params}),
-                     "--engine", "exact")
+def test_engine_exact_refuses_an_inexact_logistic_regression(
+    tmp_path: Path, case: str, params: dict, fragment: str
+) -> None:
+    args = pdtp_args(
+        tmp_path,
+        good_csv(tmp_path),
+        good_spec(tmp_path, "logistic_regression", model={"params": params}),
+        "--engine",
+        "exact",
+    )
     before = snapshot(tmp_path)
     res = run_cli(*args)
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.code == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
     assert lines[0].startswith("mptool: error: --engine exact:") and fragment in lines[0], lines[0]
     assert lines[0].endswith("use --engine refit"), lines[0]
+    assert "exact-knn" not in lines[0], "only the reasons of the engine written for this estimator"
     assert snapshot(tmp_path) == before

@@ -70,8 +70,11 @@ def run_both(req):
         return NewtonLogisticEngine().run(req, lambda n: None), RefitEngine().run(req, lambda n: None)
 
 
-@pytest.mark.parametrize("params", [{}, {"fit_intercept": False}, {"C": 0.05}, {"C": 50.0}],
-                         ids=["intercept", "no-intercept", "C=0.05", "C=50"])
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"fit_intercept": False}, {"C": 0.05}, {"C": 50.0}],
+    ids=["intercept", "no-intercept", "C=0.05", "C=50"],
+)
 def test_binary_equals_tight_refit(tmp_path: Path, params: dict) -> None:
     exact, ref = run_both(request(tmp_path, frame(), {**TIGHT, **params}))
     assert exact.engine == "exact-newton-logistic"

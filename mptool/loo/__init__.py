@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sklearn.pipeline import Pipeline
+
 from mptool.inputs.spec import Spec
 from mptool.loo.base import Engine, LooRequest, LooResult
 from mptool.loo.knn import KnnEngine
@@ -23,19 +25,24 @@ def select_engine(choice: str, spec: Spec, template: Any) -> Engine:
     """The engine for ``--engine auto|exact|refit``.
 
     auto: the first exact engine that accepts the spec, else refit. exact: that engine or
-    InputError with every engine's reason. refit: always the refit engine.
+    InputError with the reasons of the engines written for this estimator (an engine that
+    does not handle it says "<Estimator> is not ..."), or every reason if none is. refit:
+    always the refit engine.
     """
     if choice not in ("auto", "exact", "refit"):
         raise InputError(f"--engine must be auto, exact or refit (got '{choice}')")
     if choice == "refit":
         return RefitEngine()
-    reasons = []
+    reasons, own = [], []
+    est = template.steps[-1][1] if isinstance(template, Pipeline) else template
     for engine in EXACT_ENGINES:
         why = engine.refuses(spec, template)
         if why is None:
             return engine
         reasons.append(f"{engine.name}: {why}")
+        if not why.startswith(f"{type(est).__name__} is not "):  # the engine for this estimator says why
+            own.append(reasons[-1])
     if choice == "exact":
-        detail = "; ".join(reasons) or "no exact engine is available"
+        detail = "; ".join(own or reasons) or "no exact engine is available"
         raise InputError(f"--engine exact: no exact engine accepts this spec ({detail}); use --engine refit")
     return RefitEngine()

@@ -115,8 +115,9 @@ def _value(X: np.ndarray, y: np.ndarray, n_classes: int, pen: np.ndarray, U: np.
     return float(loss + 0.5 * (pen * U**2).sum())
 
 
-def _gradient_hessian(X: np.ndarray, y: np.ndarray, n_classes: int, pen: np.ndarray,
-                      U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _gradient_hessian(
+    X: np.ndarray, y: np.ndarray, n_classes: int, pen: np.ndarray, U: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact gradient (m, D) and Hessian (mD, mD) of F at U (index k * D + a)."""
     m, D = U.shape
     S = (X @ U.T)[:, None, :]  # (n, 1, m)
@@ -159,8 +160,15 @@ def _step_size(step: np.ndarray, U: np.ndarray) -> np.ndarray:
     return np.abs(step).max(axis=(-2, -1)) / np.maximum(1.0, np.abs(U).max(axis=(-2, -1)))
 
 
-def newton_solve(prob: Problem, U0: np.ndarray, pen: np.ndarray | None = None, shift: np.ndarray | None = None,
-                 rows: np.ndarray | None = None, position: int = -1, max_iter: int | None = None) -> np.ndarray:
+def newton_solve(
+    prob: Problem,
+    U0: np.ndarray,
+    pen: np.ndarray | None = None,
+    shift: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
+    position: int = -1,
+    max_iter: int | None = None,
+) -> np.ndarray:
     """The optimum of F on ``prob`` (optionally: other penalty, shifted design, a subset of rows).
 
     Damped Newton with the exact Hessian and an Armijo backtracking line search (``_damping``), from U0,
@@ -191,8 +199,9 @@ def newton_solve(prob: Problem, U0: np.ndarray, pen: np.ndarray | None = None, s
     raise NewtonNotConverged(f"Newton step still {size:.1e} after {max_iter} iterations", position)
 
 
-def _damping(X: np.ndarray, y: np.ndarray, n_classes: int, pen: np.ndarray, U: np.ndarray, G: np.ndarray,
-             step: np.ndarray) -> float:
+def _damping(
+    X: np.ndarray, y: np.ndarray, n_classes: int, pen: np.ndarray, U: np.ndarray, G: np.ndarray, step: np.ndarray
+) -> float:
     """Armijo backtracking factor for the Newton step; 1 once the Newton decrement g.H^-1 g is
     below 1e-8 (1 + |F|): there Newton converges quadratically and F cannot resolve the decrease."""
     f = _value(X, y, n_classes, pen, U)
@@ -245,8 +254,7 @@ def _own_terms(opt: FullOptimum, U: np.ndarray, xt: np.ndarray, yt: np.ndarray) 
     return _residual(S[:, None, :], yt, opt.prob.n_classes)[:, 0, :], _curvature(S, opt.prob.n_classes)
 
 
-def loo_gradient(opt: FullOptimum, U: np.ndarray, pos: np.ndarray, pen_t: np.ndarray,
-                 shift: np.ndarray) -> np.ndarray:
+def loo_gradient(opt: FullOptimum, U: np.ndarray, pos: np.ndarray, pen_t: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """Exact gradient of F_{T \\ {t}} at U[j] for each record t = pos[j]: (b, m, D).
 
     One pass over T for the whole batch: scores X U^T and the back-product X^T R are
@@ -329,8 +337,9 @@ def _block_diag(blocks: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _direction(init: InitialInverse, rows: np.ndarray, G: np.ndarray,
-               history: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
+def _direction(
+    init: InitialInverse, rows: np.ndarray, G: np.ndarray, history: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> np.ndarray:
     """L-BFGS two-loop recursion over ``history`` (s, y, rho per record) on top of ``init``: H_t^-1 g."""
     q = G.copy()
     alphas = []
@@ -408,8 +417,7 @@ def loo_optima(opt: FullOptimum, pos: np.ndarray, pen_t: np.ndarray, shift: np.n
     n = len(opt.prob.X)
     for j in sorted(slow):  # from A(T)'s optimum again: a stalled iteration may have wandered off
         keep = np.arange(n) != pos[j]
-        U[j] = newton_solve(opt.prob, opt.U, pen_t[j], shift[j], rows=keep, position=int(pos[j]),
-                            max_iter=MAX_FALLBACK)
+        U[j] = newton_solve(opt.prob, opt.U, pen_t[j], shift[j], rows=keep, position=int(pos[j]), max_iter=MAX_FALLBACK)
     return U
 
 
