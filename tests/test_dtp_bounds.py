@@ -164,7 +164,7 @@ def test_lipschitz_constant_by_hand_and_bound_holds(tmp_path: Path) -> None:
     label = np.where(num + (cat == "a") + rng.normal(0, 1.5, n) > 1, "yes", "no")
     df = pd.DataFrame({"cat": cat, "num": num, "label": label})
     prep, req, result = prepared(tmp_path, df, "logistic_regression", model={"params": {"tol": 1e-10}})
-    assert result.engine == "warm-start-logistic"
+    assert result.engine == "exact-newton-logistic"
     L = lipschitz_constant(prep.template, prep.train.schema, 2)
     assert L == pytest.approx(7.0)
     cols, summary = beyond_pdtp(req, result, None, "self", 0.01, nocontext)

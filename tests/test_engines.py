@@ -1,8 +1,8 @@
 """Exact leave-one-out engines against the refit engine (the reference) on small random data.
 
 Every dataset holds a record that is the only one of its class, a category seen once and
-a constant feature. Naive Bayes and k-NN must equal refit to 1e-9, binned and unbinned;
-warm-start logistic regression equals refit to the solver's tolerance.
+a constant feature. Naive Bayes and k-NN must equal refit to 1e-9, binned and unbinned.
+Logistic regression (exact Newton engine): tests/test_newton_lr.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from mptool.inputs.prepare import fit_checked, prepare
 from mptool.inputs.spec import load_spec
 from mptool.loo import EXACT_ENGINES, LooRequest, RefitEngine, select_engine
 from mptool.loo.knn import KnnEngine
-from mptool.loo.linear import LogisticWarmEngine
 from mptool.loo.naive_bayes import CategoricalCounts, NaiveBayesEngine
 from mptool.privacy.calibration import bin_probabilities
 
@@ -126,27 +125,6 @@ def test_knn_raw_numeric(tmp_path: Path) -> None:
     assert_close(fast, ref, 1e-9)
 
 
-def test_logistic_warm_start_to_solver_tolerance(tmp_path: Path) -> None:
-    """Not exact: both fits stop at the solver's tolerance. With tol 1e-9 they agree to 1e-6;
-    with the default tol 1e-4 to a few 1e-3 (measured 7e-4 on this data)."""
-    df = awkward_frame(30)
-    df.loc[0, "label"] = "yes"  # two classes throughout: a vanished class would change the model's shape
-    model = {"params": {"tol": 1e-9, "max_iter": 5000}}
-    fast, ref, _ = run_both(tmp_path, df, "logistic_regression", LogisticWarmEngine(), model=model)
-    np.testing.assert_allclose(fast.p_loo, ref.p_loo, atol=1e-6)
-    assert np.all(np.isfinite(fast.param_shift)) and np.all(fast.param_shift >= 0)
-    fast, ref, _ = run_both(tmp_path, df, "logistic_regression", LogisticWarmEngine())
-    np.testing.assert_allclose(fast.p_loo, ref.p_loo, atol=5e-3)
-
-
-def test_logistic_class_disappears_falls_back_to_cold_fit(tmp_path: Path) -> None:
-    df = awkward_frame(30)  # 'maybe' has one record: three classes, then two
-    model = {"params": {"tol": 1e-9, "max_iter": 5000}}
-    fast, ref, _ = run_both(tmp_path, df, "logistic_regression", LogisticWarmEngine(), model=model)
-    np.testing.assert_allclose(fast.p_loo, ref.p_loo, atol=1e-6)
-    assert np.isinf(fast.param_shift[0])
-
-
 def test_categorical_counts_incremental_remove_equals_rebuild() -> None:
     rng = np.random.default_rng(0)
     codes = rng.integers(0, 4, size=(30, 3))
@@ -177,7 +155,7 @@ def test_auto_picks_exact_and_refuses_with_reasons(tmp_path: Path, cli, mixed_cs
     awkward_frame().to_csv(data, index=False)
     prep = prepare(data, spec)
     assert select_engine("auto", spec, prep.template).name == "exact-naive-bayes"
-    assert [e.name for e in EXACT_ENGINES] == ["exact-naive-bayes", "exact-knn", "warm-start-logistic"]
+    assert [e.name for e in EXACT_ENGINES] == ["exact-naive-bayes", "exact-knn", "exact-newton-logistic"]
     write_spec(tmp_path / "knn.yaml", "knn")  # numerics standardised on T: refused
     r = cli("pdtp", mixed_csv, "--model", tmp_path / "knn.yaml", "--engine", "exact", "--out", tmp_path / "o", "-q")
     assert r.code == 2

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from sklearn.pipeline import Pipeline
+
 from mptool.inputs.spec import Spec
 from mptool.loo.base import Engine, LooRequest, LooResult
 from mptool.loo.knn import KnnEngine
-from mptool.loo.linear import LogisticWarmEngine
+from mptool.loo.linear import NewtonLogisticEngine
 from mptool.loo.naive_bayes import NaiveBayesEngine
 from mptool.loo.refit import RefitEngine
 from mptool.runtime.errors import InputError
@@ -15,31 +17,32 @@ from mptool.runtime.errors import InputError
 __all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", "EXACT_ENGINES"]
 
 #: Exact engines, tried in order by ``auto``; each refuses specs it cannot follow exactly.
-#: The logistic-regression engine is exact to the solver's tolerance (see loo/linear.py).
-EXACT_ENGINES: list[Engine] = [NaiveBayesEngine(), KnnEngine(), LogisticWarmEngine()]
+#: Every one computes the exact leave-one-out (logistic regression: the exact optima, see loo/newton.py).
+EXACT_ENGINES: list[Engine] = [NaiveBayesEngine(), KnnEngine(), NewtonLogisticEngine()]
 
 
 def select_engine(choice: str, spec: Spec, template: Any) -> Engine:
     """The engine for ``--engine auto|exact|refit``.
 
-    auto: the first exact engine that accepts the spec, else refit; an engine that is exact
-    only to a solver tolerance (``auto_refuses``) is skipped by auto unless the spec's tolerance
-    makes it agree with refit. exact: such an engine or InputError with every engine's reason.
-    refit: always the refit engine.
+    auto: the first exact engine that accepts the spec, else refit. exact: that engine or
+    InputError with the reasons of the engines written for this estimator (an engine that
+    does not handle it says "<Estimator> is not ..."), or every reason if none is. refit:
+    always the refit engine.
     """
     if choice not in ("auto", "exact", "refit"):
         raise InputError(f"--engine must be auto, exact or refit (got '{choice}')")
     if choice == "refit":
         return RefitEngine()
-    reasons = []
+    reasons, own = [], []
+    est = template.steps[-1][1] if isinstance(template, Pipeline) else template
     for engine in EXACT_ENGINES:
         why = engine.refuses(spec, template)
-        if why is None and choice == "auto" and hasattr(engine, "auto_refuses"):
-            why = engine.auto_refuses(spec, template)
         if why is None:
             return engine
         reasons.append(f"{engine.name}: {why}")
+        if not why.startswith(f"{type(est).__name__} is not "):  # the engine for this estimator says why
+            own.append(reasons[-1])
     if choice == "exact":
-        detail = "; ".join(reasons) or "no exact engine is available"
+        detail = "; ".join(own or reasons) or "no exact engine is available"
         raise InputError(f"--engine exact: no exact engine accepts this spec ({detail}); use --engine refit")
     return RefitEngine()

@@ -1,15 +1,23 @@
-"""Leave-one-out for logistic regression, warm-started from the full model; Lipschitz bound.
+"""Exact leave-one-out for L2 logistic regression by Newton's method; Lipschitz bound.
 
-Each A(T\\{t}) is fitted by the same solver, with the same parameters, on T\\{t}, but
-starts from A(T)'s parameters instead of zero: removing one record moves the optimum very
-little, so the solver needs a few iterations instead of dozens. The result equals the
-refit **to the solver's tolerance** (``tol``, default 1e-4 on the gradient), not to 1e-9:
-both are stopped approximations of the same optimum.
+A(T) and every A(T\\{t}) are the exact optima of the objective scikit-learn's
+LogisticRegression minimises (``mptool.loo.newton``): A(T) polished from scikit-learn's fit
+by damped Newton, each A(T\\{t}) by Newton-type steps on T\\{t}'s own objective started at
+A(T)'s optimum, to a relative Newton step of 1e-10. A refit stops where its solver's
+``tol`` lets it (scikit-learn's default 1e-4 moves PDTP by up to ~1 on Adult), so this
+engine is closer to the model the spec describes than a refit at any ``tol``: both p_full
+and p_loo come from exact optima, and ``auto`` uses the engine at every ``tol``.
 
 Preprocessing is followed exactly: one-hot and binned blocks do not depend on T; the
-StandardScaler's mean and variance are downdated for each t. The warm start is A(T)'s
-function re-expressed in T\\{t}'s scaled coordinates (w'_j = w_j s'_j / s_j,
-b' = b + sum_j w_j (mu'_j - mu_j) / s_j), so the solver starts at the full model.
+StandardScaler's mean mu' and scale s' on T\\{t} are downdated for each t. T\\{t}'s problem
+is solved in T's scaled coordinates z = (x - mu) / s, an affine change of variables: with
+w_j = w'_j s_j / s'_j the data term is unchanged, the penalty on w_j becomes
+(s'_j / s_j)^2 / C, and the mean shift (mu_j - mu'_j) / s_j is absorbed by the intercept
+(without intercept it is added to every row, ``shift``).
+
+Refused (``--engine exact`` exits 2 naming why): penalties other than L2 (l1, elasticnet,
+none / C = inf: no unique optimum), liblinear (it penalises the intercept and fits
+one-vs-rest), class_weight, scalers other than StandardScaler, imputers fitted on T.
 
 Theorem 6.9 (Long et al. 6.4) bounds DTP_{A,T}(t) by L * ||u_T - u_{T\\{t}}||_inf, where u
 is the parameter vector and L a Lipschitz constant of x -> log p_u(.|x) in u under the
@@ -32,22 +40,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import expit, softmax
-from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from threadpoolctl import threadpool_limits
 
 from mptool.inputs.data import Schema
-from mptool.inputs.models import fit, proba_in
 from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.bounds import pairwise_shift_bound
 from mptool.loo.design import GroupStats, class_index, design_parts, onehot_widths, scale_of, scaler_kind
+from mptool.loo.newton import (
+    FullOptimum,
+    NewtonNotConverged,
+    Problem,
+    loo_optima,
+    loo_without_class,
+    probabilities,
+)
+from mptool.loo.refit import LooFitError, loo_chunk, loo_fit_failed
+from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, run_tasks
-
-#: Solvers that accept a warm start.
-WARM_SOLVERS = ("lbfgs", "newton-cg", "newton-cholesky", "sag", "saga")
 
 
 @dataclass(frozen=True)
@@ -85,99 +97,103 @@ def lipschitz_constant(template: Any, schema: Schema, n_classes: int) -> float:
     return c * (x1 + (1.0 if est.fit_intercept else 0.0))
 
 
-def _warm_chunk(
-    est: Any, Z: np.ndarray, raw: np.ndarray, sl: slice, mu: np.ndarray, s: np.ndarray, stats: GroupStats,
-    y: np.ndarray, y_idx: np.ndarray, classes: np.ndarray, positions: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Warm-started leave-one-out fits for ``positions``: (p_loo, u_T - u_{T\\{t}} per record, raw coordinates)."""
-    coef, intercept = est.coef_, est.intercept_
-    u_full = raw_params(coef, intercept, mu, s, sl)
-    n = len(y)
-    out = np.empty((len(positions), len(classes)))
-    delta = np.full((len(positions), u_full.size), np.inf)
-    keep = np.ones(n, dtype=bool)
-    warm = clone(est).set_params(warm_start=True)  # refitted in place from the parameters set below
-    counts = np.bincount(y_idx, minlength=len(classes))
-    for i, t in enumerate(positions):
-        keep[t] = False
-        Zt = Z.copy()
-        mu_t, s_t = mu, s
-        if sl.stop > sl.start:
-            m_new, m2_new = stats.without(raw[[t]], np.zeros(1, dtype=np.int64))
-            mu_t, s_t = m_new[0], scale_of(m2_new[0] / (n - 1))
-            Zt[:, sl] = (raw - mu_t) / s_t
-        same_classes = counts[y_idx[t]] > 1
-        clf = warm if same_classes else clone(est)
-        if same_classes:
-            w = np.array(coef, dtype=float)
-            b = np.array(intercept, dtype=float)
-            if sl.stop > sl.start:
-                b = b + (w[:, sl] * ((mu_t - mu) / s)).sum(axis=1)
-                w[:, sl] = w[:, sl] * s_t / s
-            clf.coef_, clf.intercept_ = w, b
-        # integer labels in class order: the same problem as the string labels, without re-sorting strings
-        clf = _fit_quiet(clf, Zt[keep], y_idx[keep])
-        out[i] = _proba(clf, Zt[t], len(classes))
-        if same_classes:
-            delta[i] = u_full - raw_params(clf.coef_, clf.intercept_, mu_t, s_t, sl)
-        keep[t] = True
-    return out, delta
 
 
-def _proba(clf: Any, z: np.ndarray, n_classes: int) -> np.ndarray:
-    """``predict_proba`` of a fitted LogisticRegression for one row, without input validation:
-    expit of the decision for two classes, softmax otherwise; columns by integer class."""
-    d = z @ np.asarray(clf.coef_).T + np.asarray(clf.intercept_)
-    if d.shape[0] == 1:
-        p1 = expit(d[0])
-        p = np.array([1.0 - p1, p1])
-    else:
-        p = softmax(d[None, :])[0]
-    out = np.zeros(n_classes)
-    out[np.asarray(clf.classes_, dtype=np.int64)] = p
-    return out
+#: Solvers whose objective is the L2 problem of ``mptool.loo.newton`` (liblinear penalises the intercept).
+L2_SOLVERS = ("lbfgs", "newton-cg", "newton-cholesky", "sag", "saga")
 
 
-def _limited_chunk(*args: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``_warm_chunk`` with one BLAS thread: the fits are small and records already run in parallel."""
-    with threadpool_limits(1):
-        return _warm_chunk(*args)
+def l2_refusal(est: LogisticRegression) -> str | None:
+    """Why ``est`` does not minimise the L2 objective of ``mptool.loo.newton`` (None: it does)."""
+    penalty = getattr(est, "penalty", "deprecated")
+    l1_ratio = getattr(est, "l1_ratio", 0.0)
+    C = float(est.C)
+    if penalty is None or not (np.isfinite(C) and C > 0):
+        return "no L2 penalty (penalty None or C = inf): the optimum need not be unique or exist"
+    if penalty not in ("deprecated", "l2"):
+        return f"penalty '{penalty}': only the L2 penalty has the smooth objective Newton's method solves exactly"
+    if l1_ratio not in (0, 0.0, None):
+        return f"l1_ratio {l1_ratio}: the L1 part is not smooth; the exact engine solves L2 only"
+    if est.solver not in L2_SOLVERS:
+        return f"solver '{est.solver}' penalises the intercept and fits one-vs-rest: a different objective"
+    if est.class_weight is not None:
+        return "class_weight: the exact engine solves the unweighted objective only"
+    return None
 
 
-def _fit_quiet(clf: Any, X: np.ndarray, y: np.ndarray) -> Any:
-    return fit(clf, X, y) if not getattr(clf, "warm_start", False) else _fit_warm(clf, X, y)
+@dataclass(frozen=True)
+class _Setup:
+    """What every batch needs: A(T)'s exact optimum and the scaler statistics of T."""
+
+    opt: FullOptimum
+    raw: np.ndarray  # (n, q) the standardised numerics, raw
+    mu: np.ndarray  # (q,) T's scaler
+    s: np.ndarray
+    stats: GroupStats
+    sl: slice  # the numeric block in the design
+    C: float
+    counts: np.ndarray  # records per class in T
 
 
-def _fit_warm(clf: Any, X: np.ndarray, y: np.ndarray) -> Any:
-    """Fit in place (``fit`` from models clones, which would drop the warm-start coefficients)."""
-    import warnings
-
-    from sklearn.exceptions import ConvergenceWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.simplefilter("ignore", UserWarning)
-        clf.fit(X, y)
-    return clf
-
-
-#: Largest solver tolerance at which ``--engine auto`` trusts the warm start to equal refit.
-AUTO_MAX_TOL = 1e-8
+def _penalty_shift(st: _Setup, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per record: T\\{t}'s penalty (b, D) and design shift (b, D) in T's coordinates (module docstring)."""
+    prob = st.opt.prob
+    b, n = len(pos), len(prob.X)
+    pen_t = np.broadcast_to(prob.pen, (b, len(prob.pen))).copy()
+    shift = np.zeros_like(pen_t)
+    if st.raw.shape[1]:
+        mu_t, m2_t = st.stats.without(st.raw[pos], np.zeros(b, dtype=np.int64))
+        s_t = scale_of(m2_t / (n - 1))
+        pen_t[:, st.sl] = (s_t / st.s) ** 2 / st.C
+        if not prob.intercept:
+            shift[:, st.sl] = (st.mu - mu_t) / st.s
+    return pen_t, shift
 
 
-class LogisticWarmEngine:
-    """Logistic regression leave-one-out, warm-started from A(T); equal to refit to solver tolerance."""
+def _raw(st: _Setup, U: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``raw_params`` of parameters U (m, D) in T's coordinates with design shift (D,)."""
+    p = st.opt.prob.X.shape[1] - int(st.opt.prob.intercept)
+    W = U[:, :p]
+    b = (U[:, p] if st.opt.prob.intercept else np.zeros(len(U))) + W @ shift[:p]
+    return raw_params(W, b, st.mu, st.s, st.sl)
 
-    name = "warm-start-logistic"
+
+def _newton_chunk(st: _Setup, batches: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """p_{A(T\\{t})}(.|x_t) and u_T - u_{T\\{t}} (raw coordinates; inf where a class vanished) per record."""
+    prob = st.opt.prob
+    probs, shifts = [], []
+    u_full = _raw(st, st.opt.U, np.zeros(prob.X.shape[1]))
+    with threadpool_limits(limits=1, user_api="blas"):
+        for pos in batches:
+            pen_t, shift = _penalty_shift(st, pos)
+            out = np.empty((len(pos), prob.n_classes))
+            moved = np.full((len(pos), u_full.size), np.inf)
+            lone = st.counts[prob.y[pos]] == 1
+            for j in np.flatnonzero(lone):
+                out[j] = loo_without_class(st.opt, int(pos[j]), pen_t[j], shift[j])
+            ok = np.flatnonzero(~lone)
+            if ok.size:
+                U = loo_optima(st.opt, pos[ok], pen_t[ok], shift[ok])
+                xt = prob.X[pos[ok]] + shift[ok]
+                out[ok] = probabilities(np.einsum("bkd,bd->bk", U, xt), prob.n_classes)
+                moved[ok] = [u_full - _raw(st, U[i], shift[ok][i]) for i in range(len(ok))]
+            probs.append(out)
+            shifts.append(moved)
+    return np.vstack(probs), np.vstack(shifts)
+
+
+class NewtonLogisticEngine:
+    """Exact leave-one-out for L2 logistic regression: Newton from A(T)'s optimum (module docstring)."""
+
+    name = "exact-newton-logistic"
 
     def refuses(self, spec: Spec, template: Any) -> str | None:
         est = template.steps[-1][1] if isinstance(template, Pipeline) else template
         if type(est) is not LogisticRegression:
             return f"{type(est).__name__} is not LogisticRegression"
-        if est.solver not in WARM_SOLVERS:
-            return f"solver '{est.solver}' has no warm start"
-        if est.class_weight is not None:
-            return "class_weight (balanced weights change with T)"
+        why = l2_refusal(est)
+        if why is not None:
+            return why
         parts = design_parts(template)
         if isinstance(parts, str):
             return parts
@@ -185,58 +201,82 @@ class LogisticWarmEngine:
             return "numerics behind a scaler other than StandardScaler"
         return None
 
-    def auto_refuses(self, spec: Spec, template: Any) -> str | None:
-        """Why ``--engine auto`` should not pick this engine for ``spec`` (None = pick it).
-
-        A warm start stops within the solver's tolerance of the optimum, like a cold refit, but
-        not at the same point: with scikit-learn's default tol=1e-4 the two differ by up to ~1e-2
-        in probability on Adult, enough to move records across 0.01 bins. With tol <= 1e-8 they
-        agree to ~1e-6, so auto uses the warm start only then; --engine exact uses it anyway.
-        """
-        est = template.steps[-1][1] if isinstance(template, Pipeline) else template
-        if est.tol > AUTO_MAX_TOL:
-            return (
-                f"warm start matches refit only to the solver tolerance (tol={est.tol:g}); auto uses it when "
-                f"model.params.tol <= {AUTO_MAX_TOL:g} (or pass --engine exact)"
-            )
-        return None
-
     def run(self, request: LooRequest, advance: Callable[[int], None]) -> LinearLooResult:
         T = request.train
-        model = request.full_model
         pos = np.asarray(request.positions, dtype=np.int64)
-        est = model.steps[-1][1]
-        if len(model.steps) > 1:
-            ct = model.steps[0][1]
-            Z = np.asarray(ct.transform(T.X), dtype=float)
-            sl = ct.output_indices_.get("numeric", slice(0, 0))
-            parts = design_parts(request.template)
-            scaled_cols = parts[1] if not isinstance(parts, str) else []
-        else:
-            Z = T.X.to_numpy(dtype=float)
-            sl, scaled_cols = slice(0, 0), []
-        if scaled_cols:
-            raw = T.X[scaled_cols].to_numpy(dtype=float)
-            sc = ct.named_transformers_["numeric"].steps[-1][1]
-            mu, s = np.asarray(sc.mean_, dtype=float), np.asarray(sc.scale_, dtype=float)
-        else:
-            raw, mu, s = np.empty((T.n, 0)), np.empty(0), np.empty(0)
-        stats = GroupStats.of(raw, np.zeros(T.n, dtype=np.int64), 1)
-        y_idx = class_index(T.y, request.classes)
-        chunks = chunk_positions(pos, request.jobs)
-        parts_out = run_tasks(
-            _warm_chunk,
-            ((est, Z, raw, sl, mu, s, stats, T.y, y_idx, request.classes, c) for c in chunks),
-            jobs=request.jobs,
-            backend=request.backend,
-            on_result=lambda r: advance(len(r[0])),
-        )
-        C = len(request.classes)
-        p_loo = np.vstack([p for p, _ in parts_out]) if parts_out else np.empty((0, C))
-        delta = np.vstack([d for _, d in parts_out]) if parts_out else np.empty((0, 0))
+        try:
+            st = _setup(request)
+            self._check_classes(request, st, pos)
+            size = st.opt.batch_size()
+            batches = [pos[i : i + size] for i in range(0, len(pos), size)]  # fixed: results never depend on jobs
+            groups = chunk_positions(np.arange(len(batches)), request.jobs)
+            parts = run_tasks(
+                _newton_chunk,
+                ((st, [batches[i] for i in g]) for g in groups),
+                jobs=request.jobs,
+                backend=request.backend,
+                on_result=lambda r: advance(len(r[0])),
+                shared=(st,),
+            )
+        except NewtonNotConverged as exc:
+            where = "on T" if exc.position < 0 else f"without CSV row {T.rows[exc.position]}"
+            raise InputError(
+                f"model: {self.name} did not converge {where} ({exc.detail}); the problem is too "
+                "ill-conditioned for an exact answer (use a smaller C or --engine refit)"
+            ) from None
+        prob = st.opt.prob
+        p_full = probabilities(prob.X[pos] @ st.opt.U.T, prob.n_classes)
+        C = prob.n_classes
+        p_loo = np.vstack([p for p, _ in parts]) if parts else np.empty((0, C))
+        delta = np.vstack([d for _, d in parts]) if parts else np.empty((0, 0))
         shift = np.abs(delta).max(axis=1) if delta.size else np.zeros(len(delta))
-        p_full = proba_in(model, T.X.iloc[pos], request.classes)
         return LinearLooResult(p_full=p_full, p_loo=p_loo, engine=self.name, param_shift=shift, param_delta=delta)
+
+    @staticmethod
+    def _check_classes(request: LooRequest, st: _Setup, pos: np.ndarray) -> None:
+        """A record that is the only one of its class in a two-class T leaves one class: the refit's error."""
+        if len(request.classes) != 2:
+            return
+        lone = pos[st.counts[st.opt.prob.y[pos]] == 1]
+        if lone.size:
+            T = request.train
+            try:
+                loo_chunk(request.template, T.X, T.y, request.classes, lone[:1])
+            except LooFitError as exc:
+                raise loo_fit_failed(T, exc) from None
+
+
+def _setup(request: LooRequest) -> _Setup:
+    """The design in T's coordinates, A(T)'s exact optimum (polished from scikit-learn's fit), scaler stats."""
+    T, model = request.train, request.full_model
+    est = model.steps[-1][1]
+    if len(model.steps) > 1:
+        ct = model.steps[0][1]
+        Z = np.asarray(ct.transform(T.X), dtype=float)
+        sl = ct.output_indices_.get("numeric", slice(0, 0))
+        parts = design_parts(request.template)
+        scaled_cols = parts[1] if not isinstance(parts, str) else []
+    else:
+        Z = T.X.to_numpy(dtype=float)
+        sl, scaled_cols = slice(0, 0), []
+    if scaled_cols:
+        raw = T.X[scaled_cols].to_numpy(dtype=float)
+        sc = ct.named_transformers_["numeric"].steps[-1][1]
+        mu, s = np.asarray(sc.mean_, dtype=float), np.asarray(sc.scale_, dtype=float)
+    else:
+        raw, mu, s = np.empty((T.n, 0)), np.empty(0), np.empty(0)
+    y = class_index(T.y, request.classes)
+    K, C, icpt = len(request.classes), float(est.C), bool(est.fit_intercept)
+    X = np.hstack([Z, np.ones((T.n, 1))]) if icpt else Z
+    pen = np.full(X.shape[1], 1.0 / C)
+    if icpt:
+        pen[-1] = 0.0
+    prob = Problem(np.ascontiguousarray(X), y, K, pen, icpt)
+    U0 = np.hstack([est.coef_, est.intercept_[:, None]]) if icpt else np.array(est.coef_, dtype=float)
+    with threadpool_limits(limits=1, user_api="blas"):
+        opt = FullOptimum.solve(prob, U0)
+    stats = GroupStats.of(raw, np.zeros(T.n, dtype=np.int64), 1)
+    return _Setup(opt, raw, mu, s, stats, sl, C, np.bincount(y, minlength=K))
 
 
 # --------------------------------------------------------------------------- DTP upper bound

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from mptool.inputs.data import Records
 from mptool.inputs.models import fit, proba_in
 from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
@@ -58,6 +59,15 @@ def loo_chunk(template: Any, X: pd.DataFrame, y: np.ndarray, classes: np.ndarray
     return out
 
 
+def loo_fit_failed(T: Records, exc: LooFitError) -> InputError:
+    """The one-line error for a refit on T \\ {t} that failed (CSV row of t, the fit's reason, the fix)."""
+    return InputError(
+        f"model: refitting the pipeline without CSV row {T.rows[exc.position]} failed: {exc.detail}; "
+        "T minus one record is too small or too uniform for these model.params "
+        "(raise data.train_size or change the parameters)"
+    )
+
+
 class RefitEngine:
     """Refit per record; the reference every faster engine is checked against."""
 
@@ -98,11 +108,7 @@ class RefitEngine:
                 on_done=done,
             )
         except LooFitError as exc:
-            raise InputError(
-                f"model: refitting the pipeline without CSV row {T.rows[exc.position]} failed: {exc.detail}; "
-                "T minus one record is too small or too uniform for these model.params "
-                "(raise data.train_size or change the parameters)"
-            ) from None
+            raise loo_fit_failed(T, exc) from None
         for c, part in zip(chunks, parts, strict=True):
             rows.update({int(t): part[j] for j, t in enumerate(c)})
         p_loo = np.array([rows[t] for t in request.positions.tolist()], dtype=float).reshape(-1, k)

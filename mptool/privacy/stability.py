@@ -83,7 +83,7 @@ def stability_bound(template: Any, train: Records, classes: np.ndarray) -> Bound
         return Bound(
             "lipschitz",
             "logistic regression: exact per-block bound of the logit shifts over the domain, from the leave-one-out "
-            "parameters (Theorem 6.9 made per block; needs an engine that returns them, e.g. warm-start-logistic)",
+            "parameters (Theorem 6.9 made per block; needs an engine that returns them: exact-newton-logistic)",
         )
     return Bound(
         "none",
