@@ -33,6 +33,7 @@ import pandas as pd
 
 from mptool.inputs.models import fit, proba_in
 from mptool.privacy.calibration import bin_probabilities
+from mptool.runtime import signals
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, run_tasks
 
@@ -85,6 +86,7 @@ def pool_chunk(
     members = np.zeros((len(indices), n), dtype=bool)
     preds = np.empty((len(indices), n, len(classes)))
     for row, k in enumerate(indices):
+        signals.check()  # threading workers stop here after an interrupt
         idx = rng_for(seed, TAG_POOL, k).choice(n, size=train_size, replace=False)
         members[row, idx] = True
         model = fit(template, X.iloc[np.sort(idx)], y[np.sort(idx)])
@@ -134,6 +136,7 @@ def pairs_chunk(
     out_in = np.empty((len(items), n_pairs, k))
     out_out = np.empty((len(items), n_pairs, k))
     for row, (iteration, t) in enumerate(items):
+        signals.check()  # threading workers stop here after an interrupt
         rng = rng_for(seed, TAG_PAIRS, iteration, t)
         others = np.delete(np.arange(n), t)
         x_t = X.iloc[[t]]
@@ -245,6 +248,7 @@ def synthetic_chunk(
     """Shadows on synthetic data: each trains on ``train_size`` records and is queried on a disjoint set."""
     out = []
     for k in indices:
+        signals.check()  # threading workers stop here after an interrupt
         rng = rng_for(seed, TAG_SYNTH, k)
         Xs, ys = synthesize(X, y, 2 * train_size, kind, fraction, rng)
         inside = np.zeros(2 * train_size, dtype=bool)

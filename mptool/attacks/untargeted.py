@@ -23,6 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPClassifier
 
 from mptool.inputs.data import Schema
+from mptool.runtime.signals import guard_fit
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ def _train_one(F: np.ndarray, labels: np.ndarray, seed: int) -> Any:
     clf = make_attack_classifier(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        clf.fit(F, labels)
+        with guard_fit():  # the attack MLP must not come back half-trained after a Ctrl-C
+            clf.fit(F, labels)
     return clf
 
 

@@ -21,7 +21,7 @@ from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
 ATTACK_EXIT_HELP = (
     "Exit codes: 0 = no gate given or no gate exceeded; 1 = --max-accuracy or --max-auc exceeded by the "
-    "strongest attack; 2 = bad input or usage; 3 = unexpected internal error; 130 = interrupted."
+    "strongest attack; 2 = bad input or usage; 3 = unexpected internal error; 130/143 = interrupted (SIGINT/SIGTERM)."
 )
 
 

@@ -1,7 +1,7 @@
 """Console-script entry point: run the typer app and map every outcome to an exit code.
 
 0 pass, 1 finding, 2 bad input or usage (one ``mptool: error:`` line), 3 internal error,
-130 interrupted.
+130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM); see ``mptool.runtime.signals``.
 """
 
 from __future__ import annotations
@@ -14,21 +14,55 @@ import typer
 from mptool.cli import attack, datasets, pdtp, reduce, report  # noqa: F401 - registers the subcommands
 from mptool.cli.app import app, state
 from mptool.outputs.results import release_out_dirs
-from mptool.runtime import ui
-from mptool.runtime.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, InputError
+from mptool.runtime import signals, ui
+from mptool.runtime.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FINDING,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    InputError,
+)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the app and map outcomes to exit codes."""
-    try:
-        code = _run(argv)
-    finally:
-        release_out_dirs()  # every exit path: the --out lock, and folders a failed run created
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+    """Console-script entry point: run the app and map outcomes to exit codes.
+
+    SIGINT and SIGTERM are handled for the whole command (``runtime.signals``): exit 130 or
+    143 after one stderr line. A signal that arrives once the results are complete is noted
+    and the run ends with its own code. On every exit path the ``--out`` lock is released
+    and folders a failed run created are removed.
+    """
+    with signals.handling_interrupts():
+        try:
+            code = _late_signal(_run(argv))
+        except signals.Interrupted as exc:
+            if not exc.reported:
+                print(f"mptool: interrupted by {exc.name}", file=sys.stderr)
+            code = exc.exit_code
+        finally:
+            signals.shield()  # releasing the lock is not cut short by a signal
+            release_out_dirs()
+    sys.exit(code)
+
+
+def _late_signal(code: int | None) -> int:
+    """The exit code once the command has returned ``code``, given a signal it did not raise."""
+    code = code if isinstance(code, int) else EXIT_OK
+    late = signals.received()
+    if late is None or code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+        return code
+    name = signals.signal_name(late)
+    if signals.shielded() and code in (EXIT_OK, EXIT_FINDING):
+        print(f"mptool: {name} arrived after the results were complete; they are written in full", file=sys.stderr)
+        return code
+    print(f"mptool: interrupted by {name}", file=sys.stderr)  # it surfaced as another error: it decides
+    return 128 + late
 
 
 def _run(argv: list[str] | None) -> int | None:
-    """Run the app; the exit code it maps to (errors print one line)."""
+    """Run the app; the exit code it maps to (errors print one line). An interrupt (``signals.Interrupted``) passes."""
     try:
         code = app(args=argv, prog_name="mptool", standalone_mode=False)
     except typer.Exit as exc:

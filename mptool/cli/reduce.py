@@ -21,7 +21,7 @@ from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
 REDUCE_EXIT_HELP = (
     "Exit codes: 0 = a prefix of removals within --max-removals reaches DTP-1 (or T already satisfies it); "
-    "1 = none does; 2 = bad input or usage; 3 = unexpected internal error; 130 = interrupted."
+    "1 = none does; 2 = bad input or usage; 3 = unexpected internal error; 130/143 = interrupted (SIGINT/SIGTERM)."
 )
 
 

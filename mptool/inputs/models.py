@@ -28,6 +28,7 @@ from mptool.inputs.neighbors import TieStableKNeighborsClassifier
 from mptool.inputs.spec import ModelSpec, Spec
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
+from mptool.runtime.signals import guard_fit
 
 #: Short names → (dotted class path, default parameters). Users' params override defaults.
 SHORT_NAMES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -267,12 +268,17 @@ def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipel
 
 
 def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) -> Any:
-    """Fit a fresh clone of ``template`` (never the template itself); convergence warnings are muted."""
+    """Fit a fresh clone of ``template`` (never the template itself); convergence warnings are muted.
+
+    A fit cut short by an interrupt raises ``signals.Interrupted`` rather than returning a
+    half-trained model (``signals.guard_fit``: scikit-learn's MLP swallows KeyboardInterrupt).
+    """
     model = clone(template)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", UserWarning)
-        model.fit(X, y)
+        with guard_fit():
+            model.fit(X, y)
     return model
 
 

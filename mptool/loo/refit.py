@@ -18,6 +18,7 @@ from mptool.inputs.data import Records
 from mptool.inputs.models import fit, proba_in
 from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
+from mptool.runtime import signals
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, run_tasks
 
@@ -41,6 +42,7 @@ def loo_chunk(template: Any, X: pd.DataFrame, y: np.ndarray, classes: np.ndarray
 
     A ValueError/TypeError of the fit or prediction (e.g. k-NN with more neighbours than
     T \\ {t} has records) becomes :class:`LooFitError`, as the fit on T does in ``prepare``.
+    An interrupt (SIGINT/SIGTERM) raises ``signals.Interrupted``; no fit cut short is returned.
     """
     out = np.empty((len(positions), len(classes)))
     keep = np.ones(len(y), dtype=bool)
@@ -48,6 +50,7 @@ def loo_chunk(template: Any, X: pd.DataFrame, y: np.ndarray, classes: np.ndarray
     # slower when BLAS threads compete with them for the same cores.
     with threadpool_limits(limits=1, user_api="blas"):
         for i, t in enumerate(positions):
+            signals.check()  # threading workers see the main process's interrupt here and stop
             keep[t] = False
             try:
                 model = fit(template, X.iloc[keep], y[keep])

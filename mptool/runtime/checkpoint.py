@@ -31,6 +31,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import stat
 import sys
@@ -43,7 +44,7 @@ import numpy as np
 
 from mptool import __version__
 from mptool.outputs.results import CHECKPOINT_DIR, write_atomic
-from mptool.runtime import chunkfile, ui
+from mptool.runtime import chunkfile, signals, ui
 from mptool.runtime.chunkfile import ChunkError, canonical
 from mptool.runtime.errors import InputError
 
@@ -396,22 +397,30 @@ def _only_leftovers(directory: Path) -> bool:
 
 @contextmanager
 def saving_on_interrupt(ckpt: Checkpoint) -> Iterator[None]:
-    """On Ctrl-C, say on stderr what is saved and how to resume, then let the interrupt end the run (exit 130).
+    """On SIGINT/SIGTERM, say in one stderr line what is saved and how to resume, then let the run end (130/143).
 
-    Finished chunks are already on disk (each is saved as it arrives), so nothing else
-    needs saving here. A run that stops on bad input (exit 2) cannot be resumed, so its
-    checkpoint is removed: a failed run leaves no partial files behind.
+    Finished chunks are already on disk (each is saved as it arrives; a signal never cuts a
+    save short, see ``signals.deferred``), so nothing else needs saving here. When the block
+    ends normally the work is complete: ``signals.shield`` keeps a late signal from stopping
+    the writing of the results. A run that stops on bad input (exit 2) cannot be resumed, so
+    its checkpoint is removed: a failed run leaves no partial files behind.
     """
     try:
         yield
     except InputError:
         ckpt.clear()
         raise
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, signals.Interrupted) as exc:
         n = ckpt.saved_items() if ckpt.directory.exists() else 0
-        ui.echo(
-            f"mptool: interrupted; {n} finished item(s) are saved in {ckpt.directory}: "
-            "rerun the same command with --resume to continue",
+        name = exc.name if isinstance(exc, signals.Interrupted) else "SIGINT"
+        out_dir = shlex.quote(str(ckpt.directory.parent))
+        ui.echo(  # no data in it; paths whole, so the command stays usable
+            f"mptool: interrupted by {name}; {n} finished item(s) are saved in {ckpt.directory}; "
+            f"rerun the same command with --resume --out {out_dir} to continue",
             file=sys.stderr,
+            limit=None,
         )
+        if isinstance(exc, signals.Interrupted):
+            exc.reported = True
         raise
+    signals.shield()

@@ -1,7 +1,8 @@
 """Exception types that map to mptool's exit codes.
 
 Exit codes (also in README and ``--help``):
-0 pass, 1 finding, 2 bad input or usage, 3 internal error, 130 interrupted.
+0 pass, 1 finding, 2 bad input or usage, 3 internal error, 130 interrupted (SIGINT, Ctrl-C),
+143 terminated (SIGTERM). The interrupt itself is ``mptool.runtime.signals.Interrupted``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ EXIT_OK = 0
 EXIT_FINDING = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 class MptoolError(Exception):

@@ -25,7 +25,7 @@ import importlib.util
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import joblib
@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed, parallel_config
 
+from mptool.runtime import signals
 from mptool.runtime.errors import InputError
 
 #: Accepted values of ``--backend``.
@@ -159,8 +160,12 @@ def session(backend: str = "loky", scheduler: str | None = None, jobs: int | Non
             cluster.close()
 
 
-def _tagged(index: int, fn: Callable[..., Any], *args: Any) -> tuple[int, Any]:
-    """Run ``fn(*args)`` and return its result with the task's index (results may arrive out of order)."""
+def _tagged(index: int, parent_pid: int, fn: Callable[..., Any], *args: Any) -> tuple[int, Any]:
+    """Run ``fn(*args)`` and return its result with the task's index (results may arrive out of order).
+
+    In a worker process, SIGINT is first left to the main process (``signals.leave_to_main_process``).
+    """
+    signals.leave_to_main_process(parent_pid)
     return index, fn(*args)
 
 
@@ -183,6 +188,12 @@ def run_tasks(
 
     Inside :func:`checkpointing`, every finished task is saved and a resumed run takes the
     saved result of the same call and task instead of running it again (see there).
+
+    A task's result is accepted (kept, saved, reported) only if no SIGINT/SIGTERM has
+    arrived by then (``signals.check``), and its saving is not cut short by one
+    (``signals.deferred``): after a signal, results still arriving are dropped and the run
+    stops with ``signals.Interrupted``, also when the signal first shows as another error
+    (e.g. a worker killed by the same SIGTERM).
     """
     tasks = list(tasks)
     out: list[Any] = [None] * len(tasks)
@@ -214,8 +225,37 @@ def run_tasks(
             ckpt.save_task(call, i, prints[i], r)
             record(i, r)
 
-    _dispatch(fn, tasks, todo, jobs, name, shared, finished)
+    def accept(i: int, r: Any) -> None:
+        with signals.deferred():
+            signals.check()
+            finished(i, r)
+
+    try:
+        _dispatch(fn, tasks, todo, jobs, name, shared, accept)
+    except signals.Interrupted:
+        raise
+    except BaseException as exc:
+        if signals.received() is not None:
+            raise signals.Interrupted(signals.received()) from exc
+        raise
     return out
+
+
+def _consume(results: Iterator[tuple[int, Any]], finished: Callable[[int, Any], None]) -> None:
+    """``finished(i, r)`` for each result of a joblib generator; on any exception, stop its workers now.
+
+    Throwing the exception into the generator makes joblib abort (loky kills its workers)
+    here, in this thread, instead of when the generator is garbage-collected.
+    """
+    try:
+        for i, r in results:
+            finished(i, r)
+    except BaseException as exc:
+        throw = getattr(results, "throw", None)
+        if throw is not None:
+            with suppress(BaseException):
+                throw(exc)
+        raise
 
 
 def _dispatch(
@@ -239,12 +279,12 @@ def _dispatch(
             _dispatch(fn, tasks, todo, jobs, name, shared, finished)
         return
 
-    calls = [delayed(_tagged)(i, fn, *tasks[i]) for i in todo]
+    parent = os.getpid()
+    calls = [delayed(_tagged)(i, parent, fn, *tasks[i]) for i in todo]
     if name == "dask":
         config = parallel_config(backend="dask", client=_active["client"], scatter=list(shared) or None)
         with config:
-            for i, r in Parallel(n_jobs=-1, return_as="generator_unordered")(calls):
-                finished(i, r)
+            _consume(Parallel(n_jobs=-1, return_as="generator_unordered")(calls), finished)
     elif name == "ray":
         # joblib's ray backend (a multiprocessing-style pool) returns lists only: run in waves
         # so finished work still reaches on_done (checkpoints) before the whole run ends.
@@ -254,8 +294,7 @@ def _dispatch(
                 for i, r in Parallel(n_jobs=jobs)(calls[start : start + wave]):
                     finished(i, r)
     else:
-        for i, r in Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls):
-            finished(i, r)
+        _consume(Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls), finished)
 
 
 def _light(arg: Any) -> Any:

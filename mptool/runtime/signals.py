@@ -1,0 +1,214 @@
+"""SIGINT and SIGTERM end a run cleanly: checkpoint kept, exit 130 or 143, no result of an interrupted fit.
+
+Python turns SIGINT into ``KeyboardInterrupt``, and library code may catch that:
+scikit-learn's ``MLPClassifier`` (solvers sgd and adam) catches it in its training loop,
+warns "Training interrupted by user." and returns the half-trained model. A Ctrl-C at
+``--jobs 1`` used to let the run go on with one record's PDTP taken from such a model.
+SIGTERM, what CI runners and cron send, ended the process on the spot (no checkpoint note,
+loky semaphores leaked, worker processes left behind).
+
+While a command runs, :func:`handling_interrupts` turns both signals into
+:class:`Interrupted`. It derives from ``BaseException`` but not from ``KeyboardInterrupt``,
+so neither ``except KeyboardInterrupt`` nor ``except Exception`` can swallow it. Four rules
+make sure nothing computed after the signal is saved or used:
+
+1. The first signal sets a flag that stays set; :func:`check` raises while it is set, and
+   ``parallel.run_tasks`` calls it before it accepts a finished task, so a result that
+   arrives after the signal is dropped, never saved in the checkpoint.
+2. :func:`guard_fit` turns scikit-learn's "Training interrupted by user" warning into
+   :class:`Interrupted`: a fit whose ``KeyboardInterrupt`` was swallowed, by whatever route,
+   raises instead of returning a half-trained model.
+3. Worker processes of the loky backend ignore SIGINT (:func:`leave_to_main_process`). A
+   Ctrl-C in a terminal reaches the whole process group; the main process alone decides, and
+   joblib kills the workers while the interrupt unwinds, so a worker never swallows it.
+4. :func:`deferred` holds the interrupt back until a short critical section (saving one
+   checkpoint chunk) is complete, so no file is cut in half; :func:`shield` marks the work as
+   done, after which a signal is only noted (the results are written in full).
+
+A second signal while the first is being handled (or after :func:`shield`) restores the
+previous handlers and delivers it again: a second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+#: The signals turned into :class:`Interrupted`.
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: What scikit-learn warns when it has caught a KeyboardInterrupt and kept the half-trained model.
+SWALLOWED_WARNING = "Training interrupted by user"
+
+_state: dict[str, Any] = {
+    "installed": False,
+    "previous": {},  # signal number -> handler to restore
+    "signum": None,  # the first signal received, None if none
+    "raised": False,  # Interrupted has been raised once
+    "defer": 0,  # depth of deferred() sections
+    "pending": False,  # a signal came inside a deferred() section and is still to be raised
+    "shielded": False,  # shield(): the work is done, signals are only noted
+}
+
+
+class Interrupted(BaseException):  # noqa: N818 - named for what happened, like KeyboardInterrupt
+    """The run was stopped by SIGINT or SIGTERM; exit code 128 + the signal number (130, 143).
+
+    Not a ``KeyboardInterrupt`` (scikit-learn's MLP swallows those) and not an ``Exception``.
+    ``reported`` is set once a line on stderr has said what was saved and how to resume.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = int(signum)
+        self.reported = False
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def name(self) -> str:
+        return signal_name(self.signum)
+
+    def __str__(self) -> str:
+        return f"interrupted by {self.name}"
+
+
+def signal_name(signum: int) -> str:
+    """``SIGINT`` for 2, ``SIGTERM`` for 15, ``signal N`` for anything unnamed."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    """Record the signal; raise :class:`Interrupted` the first time, unless deferred or shielded."""
+    st = _state
+    if st["signum"] is not None and (st["raised"] or st["shielded"]):
+        _restore()  # a second signal while the first is handled: stop the way the caller's handler would
+        signal.raise_signal(signum)
+        return
+    if st["signum"] is None:
+        st["signum"] = signum
+    if st["shielded"]:
+        return
+    if st["defer"]:
+        st["pending"] = True
+        return
+    st["raised"] = True
+    raise Interrupted(signum)
+
+
+def _restore() -> None:
+    for signum, previous in _state["previous"].items():
+        signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+    _state["previous"] = {}
+
+
+def _reset() -> None:
+    _state.update(signum=None, raised=False, defer=0, pending=False, shielded=False)
+
+
+@contextmanager
+def handling_interrupts() -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into :class:`Interrupted` inside the block; restore the previous handlers after.
+
+    Only the main thread can install handlers: elsewhere, and when already installed
+    (nested), this does nothing. A signal the caller ignores (``SIG_IGN``, e.g. SIGINT of a
+    background job started by a shell) stays ignored.
+    """
+    if _state["installed"] or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _reset()
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    _state.update(installed=True, previous=previous)
+    try:
+        for signum, handler in previous.items():
+            if handler is not signal.SIG_IGN:
+                signal.signal(signum, _handler)
+        yield
+    finally:
+        _restore()
+        _state["installed"] = False
+        _reset()
+
+
+def received() -> int | None:
+    """The first signal received inside :func:`handling_interrupts`, or None."""
+    return _state["signum"]
+
+
+def check() -> None:
+    """Raise :class:`Interrupted` if a signal has been received: what follows must not run or be used."""
+    signum = _state["signum"]
+    if signum is not None and not _state["shielded"]:
+        _state.update(raised=True, pending=False)
+        raise Interrupted(signum)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold a signal back until the block ends, then raise it (for short critical sections such as one file save)."""
+    _state["defer"] += 1
+    try:
+        yield
+    finally:
+        _state["defer"] -= 1
+    if not _state["defer"] and _state["pending"]:
+        check()
+
+
+def shield() -> None:
+    """The run's work is complete: from now on a first signal is only noted (see :func:`received`), not raised."""
+    if _state["installed"]:
+        _state["shielded"] = True
+
+
+def shielded() -> bool:
+    """True after :func:`shield`: the run's work was complete when a signal came."""
+    return bool(_state["shielded"])
+
+
+def leave_to_main_process(parent_pid: int) -> None:
+    """In a worker process, ignore SIGINT: the main process handles it and stops the workers.
+
+    Without this, a Ctrl-C typed in a terminal (sent to the whole process group) would raise
+    KeyboardInterrupt inside the worker's fit, which scikit-learn's MLP swallows, and the
+    worker would send back a half-trained result. Does nothing in the main process or off
+    the worker's main thread (threads cannot set handlers; threading workers never get signals).
+    SIGTERM keeps its default action in workers: a worker killed by it returns nothing.
+    """
+    if os.getpid() == parent_pid or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def guard_fit() -> Iterator[None]:
+    """Make a fit interrupt-safe: if the estimator swallows a KeyboardInterrupt, raise :class:`Interrupted`.
+
+    scikit-learn's MLP catches KeyboardInterrupt and warns "Training interrupted by user."
+    instead of raising. Inside this block that warning is an error, turned into
+    :class:`Interrupted` (the signal received, else SIGINT), so the half-trained model is
+    never returned. Put it innermost, inside any ``warnings.catch_warnings`` that ignores
+    UserWarning, so that its filter is the one that applies.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=re.escape(SWALLOWED_WARNING), category=UserWarning)
+        try:
+            yield
+        except UserWarning as exc:
+            if not str(exc).startswith(SWALLOWED_WARNING):
+                raise
+            _state["raised"] = True
+            raise Interrupted(_state["signum"] or signal.SIGINT) from None

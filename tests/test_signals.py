@@ -1,0 +1,381 @@
+"""SIGINT and SIGTERM end a run with the checkpoint saved, exit 130/143, a resume hint, and no half-trained result.
+
+scikit-learn's MLPClassifier catches KeyboardInterrupt in its training loop and returns the
+half-trained model; a Ctrl-C at --jobs 1 used to let the run go on (exit 1, one record's
+PDTP from that model). The subprocess tests send real signals to a real mptool while an MLP
+fit is under way: the spec's MLP prints one line per epoch (``verbose``), and the test sends
+the signal once a fit that started after the first saved chunk has printed epoch
+``SIGNAL_AT`` of ``EPOCHS``; at --jobs 1 it then checks that this fit never finished. Each run
+is resumed and compared byte for byte with an uninterrupted one. No wall-clock assumptions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import mixed_frame, run_cli, write_spec
+
+from mptool.runtime import signals
+
+N = 30
+SAMPLE = "6"  # 6 leave-one-out refits (+ the fit on T) per pdtp run
+EPOCHS = 200
+SIGNAL_AT = 20  # the signal goes out when a fit has printed this epoch: 180 epochs are still to come
+SLOW_MLP = {  # every fit runs all its epochs and prints each one
+    "hidden_layer_sizes": [64],
+    "solver": "sgd",
+    "max_iter": EPOCHS,
+    "tol": 0.0,
+    "n_iter_no_change": 100000,
+    "verbose": True,
+}
+LEAK_WORDS = ("resource_tracker", "leaked", "Traceback", "warning")
+EPOCH_LINE = re.compile(r"^Iteration (\d+), loss")
+
+
+@pytest.fixture(scope="module")
+def mlp_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, bytes]:
+    """A CSV, a slow-MLP spec and the pdtp.csv bytes of an uninterrupted run."""
+    d = tmp_path_factory.mktemp("signals")
+    csv = d / "d.csv"
+    mixed_frame(N, seed=4).to_csv(csv, index=False)
+    spec = write_spec(d / "mlp.yaml", "mlp", model={"params": SLOW_MLP})
+    res = run_cli(*pdtp_args(csv, spec, d / "ref", 1))
+    assert res.code in (0, 1), res.stderr
+    return csv, spec, (d / "ref" / "pdtp.csv").read_bytes()
+
+
+def pdtp_args(csv: Path, spec: Path, out: Path, jobs: int) -> list[str]:
+    return [
+        "pdtp",
+        str(csv),
+        "--model",
+        str(spec),
+        "--out",
+        str(out),
+        "--engine",
+        "refit",
+        "--sample",
+        SAMPLE,
+        "--jobs",
+        str(jobs),
+        "--quiet",
+    ]
+
+
+class Run:
+    """``python -m mptool ARGS`` in its own process group (as a shell job), its output read as it comes."""
+
+    def __init__(self, args: list[str], out: Path) -> None:
+        self.out = out
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mptool", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # epoch lines arrive as they are printed
+            start_new_session=True,
+            # a shell may start background jobs with SIGINT ignored; mptool keeps an ignored signal ignored
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        self.lines: list[str] = []
+        self.stderr: list[str] = []
+        self.readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.lines), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr), daemon=True),
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream, into: list[str]) -> None:
+        for line in stream:
+            into.append(line.rstrip("\n"))
+
+    def wait_inside_fit(self, pattern: str, timeout: float = 240.0) -> int:
+        """Wait for the first saved chunk, then for a fit under way to print epoch SIGNAL_AT; that line's index."""
+        deadline = time.monotonic() + timeout
+        mark = None
+        while time.monotonic() < deadline:
+            if mark is None and list((self.out / ".checkpoint").glob(pattern)):
+                mark = len(self.lines)
+            if mark is not None:
+                for i in range(mark, len(self.lines)):
+                    if self.lines[i].startswith(f"Iteration {SIGNAL_AT}, "):
+                        return i
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.002)
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        pytest.fail(f"mptool ended (exit {self.proc.returncode}) or stalled before the signal: {self.stderr}")
+
+    def finish(self, expected: int) -> str:
+        """Wait for the end; the output pipes must close, so a worker or tracker outliving mptool fails the test."""
+        for reader in self.readers:
+            reader.join(timeout=120)
+        if any(reader.is_alive() for reader in self.readers):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            pytest.fail("output stayed open: a worker or resource tracker outlived the interrupted run")
+        self.proc.wait(timeout=60)
+        stderr = "\n".join(self.stderr)
+        assert self.proc.returncode == expected, stderr
+        assert_no_process_left(self.proc.pid)
+        for word in LEAK_WORDS:
+            assert word not in stderr, stderr
+        return stderr
+
+    def epochs_after(self, index: int) -> list[int]:
+        """The epoch numbers printed from line ``index`` on."""
+        return [int(m.group(1)) for ln in self.lines[index:] if (m := EPOCH_LINE.match(ln))]
+
+
+def assert_no_process_left(pgid: int) -> None:
+    """Every process of the run's group (workers, resource trackers) has ended."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.killpg(pgid, signal.SIGKILL)
+    pytest.fail("processes of the interrupted run are still alive")
+
+
+def hint(stderr: str, signame: str, out: Path) -> int:
+    """The one 'interrupted' line: names the signal, how to resume; returns the count of saved items."""
+    lines = [ln for ln in stderr.splitlines() if "interrupted" in ln]
+    assert len(lines) == 1, stderr
+    line = lines[0]
+    assert line.startswith(f"mptool: interrupted by {signame}; "), line
+    assert line.endswith(f"rerun the same command with --resume --out {out} to continue"), line
+    return int(line.split("; ")[1].split()[0])
+
+
+def resume_pdtp(csv: Path, spec: Path, out: Path) -> bytes:
+    res = run_cli(*pdtp_args(csv, spec, out, 1), "--resume")
+    assert res.code in (0, 1), res.stderr
+    assert not (out / ".checkpoint").exists()
+    return (out / "pdtp.csv").read_bytes()
+
+
+def interrupt_pair(tmp_path: Path, csv: Path, spec: Path, jobs: int, how: dict[int, str]) -> dict[int, tuple[Run, int]]:
+    """Start one run per signal at once; signal each inside a fit (to the process or to its whole group)."""
+    outs = {sig: tmp_path / signal.Signals(sig).name for sig in how}
+    runs = {sig: Run(pdtp_args(csv, spec, out, jobs), out) for sig, out in outs.items()}
+    sent = {}
+    for sig, run in runs.items():
+        sent[sig] = run.wait_inside_fit("loo-*")
+        if how[sig] == "group":  # a Ctrl-C in a terminal: the workers get it too
+            os.killpg(run.proc.pid, sig)
+        else:  # kill PID, as CI runners and cron do
+            run.proc.send_signal(sig)
+    return {sig: (run, sent[sig]) for sig, run in runs.items()}
+
+
+# ------------------------------------------------------------------ real signals, real runs
+
+
+def test_signal_during_mlp_fit_at_jobs_1(tmp_path: Path, mlp_inputs) -> None:
+    """Ctrl-C (SIGINT) and SIGTERM inside an MLP fit at --jobs 1: exit 130/143, hint, nothing written, resume exact."""
+    csv, spec, reference = mlp_inputs
+    runs = interrupt_pair(tmp_path, csv, spec, 1, {signal.SIGINT: "group", signal.SIGTERM: "process"})
+    for sig, (run, at) in runs.items():
+        stderr = run.finish(128 + sig)
+        saved = hint(stderr, signal.Signals(sig).name, run.out)
+        assert 0 < saved < int(SAMPLE)
+        epochs = run.epochs_after(at)
+        assert epochs[0] == SIGNAL_AT and max(epochs) < EPOCHS, "the fit the signal hit must not run to its end"
+        assert epochs == list(range(SIGNAL_AT, max(epochs) + 1)), "no fit may start after the signal"
+        assert not (run.out / "pdtp.csv").exists() and not (run.out / "pdtp.json").exists()
+        assert not [p.name for p in run.out.rglob(".*.tmp")], "a temporary file was left behind"
+    for run, _ in runs.values():
+        assert resume_pdtp(csv, spec, run.out) == reference
+
+
+def test_signal_with_loky_workers(tmp_path: Path, mlp_inputs) -> None:
+    """--jobs 2: Ctrl-C to the whole process group (workers too) and SIGTERM to mptool; workers stopped, no leaks."""
+    csv, spec, reference = mlp_inputs
+    runs = interrupt_pair(tmp_path, csv, spec, 2, {signal.SIGINT: "group", signal.SIGTERM: "process"})
+    for sig, (run, _) in runs.items():
+        stderr = run.finish(128 + sig)
+        hint(stderr, signal.Signals(sig).name, run.out)
+        assert not (run.out / "pdtp.csv").exists()
+    for run, _ in runs.values():
+        assert resume_pdtp(csv, spec, run.out) == reference
+
+
+def test_sigterm_during_attack_shadow_training(tmp_path: Path, mlp_inputs) -> None:
+    """attack: SIGTERM while an MLP shadow model trains at --jobs 1, then --resume gives the clean run's bytes."""
+    csv, spec, _ = mlp_inputs
+    args = [
+        "attack",
+        str(csv),
+        "--model",
+        str(spec),
+        "--attacks",
+        "threshold",
+        "--iterations",
+        "2",
+        "--shadows",
+        "4",
+        "--pdtp-iterations",
+        "0",
+        "--candidates",
+        "20",
+        "--targets",
+        "4",
+        "--jobs",
+        "1",
+        "--quiet",
+    ]
+    clean = run_cli(*args, "--out", tmp_path / "clean")
+    assert clean.code in (0, 1), clean.stderr
+    out = tmp_path / "out"
+    run = Run([*args, "--out", str(out)], out)
+    at = run.wait_inside_fit("task-*")  # target models saved; shadow models training
+    run.proc.send_signal(signal.SIGTERM)
+    stderr = run.finish(143)
+    assert hint(stderr, "SIGTERM", out) > 0
+    assert max(run.epochs_after(at)) < EPOCHS
+    assert not (out / "attack.csv").exists()
+    resumed = run_cli(*args, "--out", out, "--resume")
+    assert resumed.code == clean.code, resumed.stderr
+    assert (out / "attack.csv").read_bytes() == (tmp_path / "clean" / "attack.csv").read_bytes()
+
+
+# ------------------------------------------------------------------ the swallowing code path, in-process
+
+
+def _interrupt_on_epoch(monkeypatch: pytest.MonkeyPatch, epoch: int) -> list[int]:
+    """Make MLPClassifier's training loop meet a KeyboardInterrupt at ``epoch`` (inside sklearn's try block)."""
+    from sklearn.neural_network import MLPClassifier
+
+    real = MLPClassifier._update_no_improvement_count
+    seen: list[int] = []
+
+    def interrupted_at(self, *args, **kwargs):
+        seen.append(1)
+        if len(seen) == epoch:
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MLPClassifier, "_update_no_improvement_count", interrupted_at)
+    return seen
+
+
+def test_swallowed_interrupt_raises_instead_of_returning_a_half_trained_model(monkeypatch) -> None:
+    from sklearn.neural_network import MLPClassifier
+
+    from mptool.attacks.untargeted import train_untargeted
+    from mptool.inputs.models import fit
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    seen = _interrupt_on_epoch(monkeypatch, 3)
+    plain = MLPClassifier(max_iter=50, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plain.fit(X, y)  # scikit-learn itself: the interrupt is swallowed, a 3-epoch model comes back
+    assert plain.n_iter_ == 3 and any("Training interrupted by user" in str(w.message) for w in caught)
+
+    seen.clear()
+    with pytest.raises(signals.Interrupted) as info:
+        fit(MLPClassifier(max_iter=50, random_state=0), X, y)
+    assert info.value.exit_code == 130 and len(seen) == 3
+    assert not isinstance(info.value, KeyboardInterrupt | Exception)
+
+    seen.clear()
+    with pytest.raises(signals.Interrupted):
+        # the untargeted attack's own MLP (Long et al. Algorithm 1)
+        train_untargeted(X, y, np.full((40, 2), 0.5), y.astype(bool), n_classes=2, seed=0, per_class=False)
+    seen.clear()
+    fit(MLPClassifier(max_iter=2, random_state=0), X, y)  # no interrupt: fits as before
+
+
+def test_interrupted_in_process_refit_exits_130_and_resumes(tmp_path: Path, monkeypatch, mlp_inputs) -> None:
+    """The whole CLI path in-process: an MLP refit meets a KeyboardInterrupt sklearn swallows -> 130, not exit 1."""
+    csv, spec, reference = mlp_inputs
+    seen = _interrupt_on_epoch(monkeypatch, 700)  # inside the 4th fit (200 epochs each)
+    out = tmp_path / "out"
+    res = run_cli(*pdtp_args(csv, spec, out, 1))
+    assert len(seen) == 700
+    assert res.code == 130, res.stderr
+    hint(res.stderr, "SIGINT", out)
+    assert not (out / "pdtp.csv").exists()
+    monkeypatch.undo()
+    assert resume_pdtp(csv, spec, out) == reference
+
+
+# ------------------------------------------------------------------ the signals module
+
+
+def test_handlers_turn_signals_into_interrupted_and_are_restored() -> None:
+    before = {s: signal.getsignal(s) for s in signals.SIGNALS}
+    for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        with pytest.raises(signals.Interrupted) as info, signals.handling_interrupts():
+            signal.raise_signal(sig)
+            time.sleep(1)  # not reached: the handler raises at once
+        assert info.value.exit_code == code and info.value.signum == sig
+        assert signals.received() is None  # reset once the command is over
+    assert {s: signal.getsignal(s) for s in signals.SIGNALS} == before
+    assert not issubclass(signals.Interrupted, KeyboardInterrupt | Exception)
+
+
+def test_deferred_check_and_shield() -> None:
+    with signals.handling_interrupts():
+        with pytest.raises(signals.Interrupted), signals.deferred():
+            signal.raise_signal(signal.SIGTERM)
+            done = True  # the critical section runs to its end
+        assert done and signals.received() == signal.SIGTERM
+        with pytest.raises(signals.Interrupted):
+            signals.check()  # the flag stays set: nothing after the signal is accepted
+    with signals.handling_interrupts():
+        signals.shield()
+        signal.raise_signal(signal.SIGINT)  # after the work is done: noted, not raised
+        assert signals.received() == signal.SIGINT and signals.shielded()
+        signals.check()
+
+
+def test_ignored_signal_stays_ignored() -> None:
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with signals.handling_interrupts():
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def swallow_then_return(k: int) -> int:
+    """A task that catches the interrupt, as a careless library would, and returns a result anyway."""
+    if k == 1:
+        try:
+            signal.raise_signal(signal.SIGINT)
+            time.sleep(1)
+        except signals.Interrupted:
+            pass
+    return k
+
+
+def test_run_tasks_drops_results_after_a_signal(tmp_path: Path) -> None:
+    from mptool.runtime.checkpoint import Checkpoint, run_key
+    from mptool.runtime.parallel import checkpointing, run_tasks
+
+    ckpt = Checkpoint.open(tmp_path, run_key("test", "s" * 64, "d" * 64, {}), resume=False)
+    got: list[int] = []
+    with signals.handling_interrupts(), checkpointing(ckpt), pytest.raises(signals.Interrupted):
+        run_tasks(swallow_then_return, [(k,) for k in range(4)], jobs=1, on_done=lambda i, r: got.append(r))
+    assert got == [0]  # task 1 finished after the signal: neither used nor saved
+    assert ckpt.saved_items() == 1
