@@ -379,3 +379,39 @@ def test_run_tasks_drops_results_after_a_signal(tmp_path: Path) -> None:
         run_tasks(swallow_then_return, [(k,) for k in range(4)], jobs=1, on_done=lambda i, r: got.append(r))
     assert got == [0]  # task 1 finished after the signal: neither used nor saved
     assert ckpt.saved_items() == 1
+
+
+def test_second_signal_stops_at_once() -> None:
+    """While the first interrupt is being handled, a second one goes to the caller's own handler."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("needs Python's default SIGINT handler")
+    with signals.handling_interrupts():
+        with pytest.raises(signals.Interrupted):
+            signal.raise_signal(signal.SIGTERM)
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+            time.sleep(1)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_signal_after_the_work_is_done_keeps_the_results(tmp_path: Path, monkeypatch) -> None:
+    """SIGTERM while the result files are written: they are written in full, the verdict's exit code stays."""
+    import mptool.outputs.results as results
+
+    csv = tmp_path / "d.csv"
+    mixed_frame(30, seed=1).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "dt.yaml", "decision_tree", model={"params": {"max_depth": 2}})
+    real = results.write_atomic
+
+    def signalled(path, data):
+        if path.name == "pdtp.csv":
+            signal.raise_signal(signal.SIGTERM)
+        return real(path, data)
+
+    monkeypatch.setattr(results, "write_atomic", signalled)
+    out = tmp_path / "out"
+    res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--jobs", "1", "--quiet")
+    assert res.code in (0, 1), res.stderr
+    assert "SIGTERM arrived after the results were complete; they are written in full" in res.stderr
+    assert (out / "pdtp.csv").exists() and (out / "pdtp.json").exists()
+    assert not (out / ".checkpoint").exists()

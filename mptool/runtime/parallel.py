@@ -112,7 +112,11 @@ def _dask_client(scheduler: str | None, jobs: int | None) -> tuple[Any, Any]:
         dashboard_address=None,
         silence_logs=logging.CRITICAL,  # e.g. "lost scattered data" when the cluster closes at the end
     )
-    return Client(cluster, set_as_default=False), cluster
+    client = Client(cluster, set_as_default=False)
+    # The workers of a cluster started here share the terminal's process group: a Ctrl-C
+    # reaches them too, and is left to this process, which closes the cluster.
+    client.run(signals.leave_to_main_process, os.getpid())
+    return client, cluster
 
 
 def _ray_init(scheduler: str | None) -> None:
