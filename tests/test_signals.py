@@ -26,6 +26,7 @@ import pytest
 from conftest import mixed_frame, run_cli, write_spec
 
 from mptool.runtime import signals
+from mptool.runtime.lock import LOCK_NAME
 
 N = 30
 SAMPLE = "6"  # 6 leave-one-out refits (+ the fit on T) per pdtp run
@@ -199,6 +200,7 @@ def test_signal_during_mlp_fit_at_jobs_1(tmp_path: Path, mlp_inputs) -> None:
         assert epochs == list(range(SIGNAL_AT, max(epochs) + 1)), "no fit may start after the signal"
         assert not (run.out / "pdtp.csv").exists() and not (run.out / "pdtp.json").exists()
         assert not [p.name for p in run.out.rglob(".*.tmp")], "a temporary file was left behind"
+        assert not (run.out / LOCK_NAME).exists(), "the --out lock must be released"
     for run, _ in runs.values():
         assert resume_pdtp(csv, spec, run.out) == reference
 
@@ -211,6 +213,7 @@ def test_signal_with_loky_workers(tmp_path: Path, mlp_inputs) -> None:
         stderr = run.finish(128 + sig)
         hint(stderr, signal.Signals(sig).name, run.out)
         assert not (run.out / "pdtp.csv").exists()
+        assert not (run.out / LOCK_NAME).exists()
     for run, _ in runs.values():
         assert resume_pdtp(csv, spec, run.out) == reference
 
