@@ -171,17 +171,22 @@ def resume_pdtp(csv: Path, spec: Path, out: Path) -> bytes:
 
 
 def interrupt_pair(tmp_path: Path, csv: Path, spec: Path, jobs: int, how: dict[int, str]) -> dict[int, tuple[Run, int]]:
-    """Start one run per signal at once; signal each inside a fit (to the process or to its whole group)."""
-    outs = {sig: tmp_path / signal.Signals(sig).name for sig in how}
-    runs = {sig: Run(pdtp_args(csv, spec, out, jobs), out) for sig, out in outs.items()}
-    sent = {}
-    for sig, run in runs.items():
-        sent[sig] = run.wait_inside_fit("loo-*")
-        if how[sig] == "group":  # a Ctrl-C in a terminal: the workers get it too
+    """One run per signal, each signalled inside a fit (to the process or to its whole group).
+
+    The next run starts once the previous one is signalled (so it cannot finish unobserved)
+    and starts up while the previous one shuts down.
+    """
+    runs = {}
+    for sig, where in how.items():
+        out = tmp_path / signal.Signals(sig).name
+        run = Run(pdtp_args(csv, spec, out, jobs), out)
+        at = run.wait_inside_fit("loo-*")
+        if where == "group":  # a Ctrl-C in a terminal: the workers get it too
             os.killpg(run.proc.pid, sig)
         else:  # kill PID, as CI runners and cron do
             run.proc.send_signal(sig)
-    return {sig: (run, sent[sig]) for sig, run in runs.items()}
+        runs[sig] = (run, at)
+    return runs
 
 
 # ------------------------------------------------------------------ real signals, real runs
