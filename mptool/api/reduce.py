@@ -434,6 +434,26 @@ def run_reduce(prep: Prepared, options: ReduceOptions, progress: Progress) -> Re
     t_cmp = time.perf_counter()
 
     table = trace_table(trace, prep, options.threshold)
+    timings = {
+        "initial_s": round(t_initial - t0, 4),
+        "steps_s": round(t_steps - t_initial, 4),
+        "greedy_comparison_s": round(t_cmp - t_steps, 4),
+        "mean_recompute_s": round(evaluate.seconds / max(evaluate.recomputes, 1), 4),
+        "total_s": round(time.perf_counter() - t0, 4),
+    }
+    summary, keep = reduce_summary(prep, options, trace, initial, evaluate, jobs, timings)
+    if comparison is not None:
+        summary["greedy_comparison"] = comparison
+    summary["trace"] = _trace_json(trace, table, prep)
+    return ReduceOutcome(table, summary, trace, np.flatnonzero(keep), notes)
+
+
+def reduce_summary(
+    prep: Prepared, options: ReduceOptions, trace: Trace, initial: State, evaluate: Evaluator, jobs: int,
+    timings: dict[str, float],
+) -> tuple[dict[str, Any], np.ndarray]:
+    """reduce.json's summary of a finished trace (best prefix, DTP-1 reached or not) and the kept positions of T."""
+    T = prep.train
     best_step, reached = trace.best(options.threshold)
     removed = trace.removed(best_step)
     keep = np.ones(T.n, dtype=bool)
@@ -449,7 +469,7 @@ def run_reduce(prep: Prepared, options: ReduceOptions, progress: Progress) -> Re
         "final_max": trace.steps[-1].max_after,
         "steps": len(trace.steps) - 1,
         "stop_reason": trace.stop_reason,
-        "strategy": strat.label,
+        "strategy": options.strategy.label,
         "engine": evaluate.engine_name,
         "incremental": isinstance(evaluate, CountsEvaluator),
         "threshold": float(options.threshold),
@@ -459,20 +479,11 @@ def run_reduce(prep: Prepared, options: ReduceOptions, progress: Progress) -> Re
         "bin_size": prep.spec.output.bin_size,
         "jobs": jobs,
         "recomputes": evaluate.recomputes,
-        "timings": {
-            "initial_s": round(t_initial - t0, 4),
-            "steps_s": round(t_steps - t_initial, 4),
-            "greedy_comparison_s": round(t_cmp - t_steps, 4),
-            "mean_recompute_s": round(evaluate.seconds / max(evaluate.recomputes, 1), 4),
-            "total_s": round(time.perf_counter() - t0, 4),
-        },
+        "timings": timings,
         "columns": REDUCE_COLUMNS,
         "manifest": manifest(prep.spec.sha256(), T.sha256, prep.spec.seed, T.source),
     }
-    if comparison is not None:
-        summary["greedy_comparison"] = comparison
-    summary["trace"] = _trace_json(trace, table, prep)
-    return ReduceOutcome(table, summary, trace, np.flatnonzero(keep), notes)
+    return summary, keep
 
 
 def compare(lookahead: Trace, greedy: Trace, threshold: float, rows: np.ndarray) -> dict[str, Any]:
