@@ -33,6 +33,22 @@ app = typer.Typer(
 state = {"debug": False}
 out_console = ui.out_console  # markup off: data like '[red]' is printed as written
 
+# Options every audit subcommand shares (pdtp, attack, reduce-dtp): declared once.
+DataArg = Annotated[
+    Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")
+]
+ModelOpt = Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")]
+JobsOpt = Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")]
+ThresholdOpt = Annotated[float, typer.Option(help="DTP-1 threshold on PDTP (log-ratio).")]
+TrainSizeOpt = Annotated[int | None, typer.Option(help="Override data.train_size.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Override the spec's seed.")]
+BinSizeOpt = Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")]
+EngineOpt = Annotated[str, typer.Option(help="Leave-one-out engine: auto, exact or refit.")]
+AllowImportOpt = Annotated[
+    list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict line; no progress.")]
+
 # Scale-out and resume options shared by every subcommand with long parallel work.
 BackendOpt = Annotated[
     str, typer.Option(help="Parallel backend: loky (local processes), threading, dask or ray.")

@@ -8,10 +8,16 @@ from typing import Annotated
 import typer
 
 from mptool.cli.app import (
+    AllowImportOpt,
     BackendOpt,
+    BinSizeOpt,
     CheckpointOpener,
+    DataArg,
+    JobsOpt,
+    ModelOpt,
     ResumeOpt,
     SchedulerOpt,
+    SeedOpt,
     app,
     resolve_inputs,
 )
@@ -27,8 +33,8 @@ ATTACK_EXIT_HELP = (
 
 @app.command(epilog=ATTACK_EXIT_HELP)
 def attack(
-    data: Annotated[Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")] = None,
-    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")] = None,
+    data: DataArg = None,
+    model: ModelOpt = None,
     attacks: Annotated[
         str, typer.Option(help="Comma-separated: untargeted,distance,frequency,threshold,lira, or all.")
     ] = "all",
@@ -48,13 +54,11 @@ def attack(
     max_accuracy: Annotated[float | None, typer.Option(help="Exit 1 if an attack's accuracy exceeds this.")] = None,
     max_auc: Annotated[float | None, typer.Option(help="Exit 1 if an attack's ROC AUC exceeds this.")] = None,
     out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/attack-TIMESTAMP].")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")] = 0,
-    seed: Annotated[int | None, typer.Option(help="Override the spec's seed.")] = None,
-    bin_size: Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")] = None,
+    jobs: JobsOpt = 0,
+    seed: SeedOpt = None,
+    bin_size: BinSizeOpt = None,
     engine: Annotated[str, typer.Option(help="Leave-one-out engine for PDTP: auto, exact or refit.")] = "auto",
-    allow_import: Annotated[
-        list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
-    ] = None,
+    allow_import: AllowImportOpt = None,
     force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result lines; no progress.")] = False,
     backend: BackendOpt = "loky",

@@ -10,10 +10,20 @@ from rich.table import Table
 
 from mptool.cli.app import (
     EXIT_CODES_HELP,
+    AllowImportOpt,
     BackendOpt,
+    BinSizeOpt,
     CheckpointOpener,
+    DataArg,
+    EngineOpt,
+    JobsOpt,
+    ModelOpt,
+    QuietOpt,
     ResumeOpt,
     SchedulerOpt,
+    SeedOpt,
+    ThresholdOpt,
+    TrainSizeOpt,
     app,
     out_console,
     parse_rows,
@@ -55,17 +65,17 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
 
 @app.command(epilog=EXIT_CODES_HELP)
 def pdtp(
-    data: Annotated[Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")] = None,
-    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")] = None,
+    data: DataArg = None,
+    model: ModelOpt = None,
     out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/pdtp-TIMESTAMP].")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")] = 0,
-    threshold: Annotated[float, typer.Option(help="DTP-1 threshold on PDTP (log-ratio).")] = 1.0,
-    train_size: Annotated[int | None, typer.Option(help="Override data.train_size.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Override the spec's seed.")] = None,
-    bin_size: Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")] = None,
+    jobs: JobsOpt = 0,
+    threshold: ThresholdOpt = 1.0,
+    train_size: TrainSizeOpt = None,
+    seed: SeedOpt = None,
+    bin_size: BinSizeOpt = None,
     records: Annotated[str | None, typer.Option(help="Only these CSV rows, e.g. 0,5,9 (must be in T).")] = None,
     sample: Annotated[int | None, typer.Option(help="Only K records of T, drawn with the seed.")] = None,
-    engine: Annotated[str, typer.Option(help="Leave-one-out engine: auto, exact or refit.")] = "auto",
+    engine: EngineOpt = "auto",
     queries: Annotated[
         str,
         typer.Option(
@@ -73,11 +83,9 @@ def pdtp(
             "as IBM ART) or a CSV file with the feature columns; adds column dtp_queries."
         ),
     ] = "self",
-    allow_import: Annotated[
-        list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
-    ] = None,
+    allow_import: AllowImportOpt = None,
     force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict line; no progress.")] = False,
+    quiet: QuietOpt = False,
     backend: BackendOpt = "loky",
     scheduler: SchedulerOpt = None,
     resume: ResumeOpt = False,

@@ -8,10 +8,20 @@ from typing import Annotated
 import typer
 
 from mptool.cli.app import (
+    AllowImportOpt,
     BackendOpt,
+    BinSizeOpt,
     CheckpointOpener,
+    DataArg,
+    EngineOpt,
+    JobsOpt,
+    ModelOpt,
+    QuietOpt,
     ResumeOpt,
     SchedulerOpt,
+    SeedOpt,
+    ThresholdOpt,
+    TrainSizeOpt,
     app,
     resolve_inputs,
 )
@@ -27,10 +37,10 @@ REDUCE_EXIT_HELP = (
 
 @app.command("reduce-dtp", epilog=REDUCE_EXIT_HELP)
 def reduce_dtp(
-    data: Annotated[Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")] = None,
-    model: Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")] = None,
+    data: DataArg = None,
+    model: ModelOpt = None,
     out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/reduce-TIMESTAMP].")] = None,
-    threshold: Annotated[float, typer.Option(help="DTP-1 threshold on PDTP (log-ratio).")] = 1.0,
+    threshold: ThresholdOpt = 1.0,
     max_removals: Annotated[int, typer.Option(help="Removal budget: steps in the trace.")] = 50,
     strategy: Annotated[str, typer.Option(help="greedy (the paper's) or lookahead:K.")] = "greedy",
     write_clean: Annotated[
@@ -40,16 +50,14 @@ def reduce_dtp(
             "in the input's columns and cell text; a .gz name compresses."
         ),
     ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")] = 0,
-    train_size: Annotated[int | None, typer.Option(help="Override data.train_size.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Override the spec's seed.")] = None,
-    bin_size: Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")] = None,
-    engine: Annotated[str, typer.Option(help="Leave-one-out engine: auto, exact or refit.")] = "auto",
-    allow_import: Annotated[
-        list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
-    ] = None,
+    jobs: JobsOpt = 0,
+    train_size: TrainSizeOpt = None,
+    seed: SeedOpt = None,
+    bin_size: BinSizeOpt = None,
+    engine: EngineOpt = "auto",
+    allow_import: AllowImportOpt = None,
     force: Annotated[bool, typer.Option(help="Overwrite results already in --out and --write-clean.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict line; no progress.")] = False,
+    quiet: QuietOpt = False,
     backend: BackendOpt = "loky",
     scheduler: SchedulerOpt = None,
     resume: ResumeOpt = False,
