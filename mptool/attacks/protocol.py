@@ -9,9 +9,11 @@
 3. Per-target accuracy of an attack = correct guesses / attacks on that record (2 per
    iteration). PDTP of each target is measured while it is a member in the first
    ``pdtp_iterations`` iterations (one leave-one-out per iteration) and averaged.
-4. Over all attacks: accuracy, precision, recall, F1, ROC AUC, advantage TPR - FPR (Yeom et
-   al., Definition 4), TPR at 1% and 0.1% FPR, and the Pearson and Spearman correlations of
-   per-target accuracy with mean PDTP (Long et al., Tables 1 and 2).
+4. Over all attempts of an attack (each saved in attempts.csv): accuracy, precision, recall,
+   F1, ROC AUC, advantage TPR - FPR (Yeom et al., Definition 4; = 2 * accuracy - 1 here, as
+   members and non-members are attacked equally often), TPR at 1% and 0.1% FPR, and the
+   Pearson and Spearman correlations of per-target accuracy with mean PDTP (Long et al.,
+   Tables 1 and 2). The strongest attack is the one of highest TPR at 1% FPR.
 
 The run is a sequence of named phases, each a function of the previous phases' results:
 :func:`draw_candidates` (D, the targets and the splits), :func:`train_targets` (A(D1),
@@ -38,7 +40,17 @@ from threadpoolctl import threadpool_limits
 from mptool.attacks import ATTACK_CHOICES, NEEDS_EVIDENCE, RESULT_NAMES
 from mptool.attacks import lira as lira_mod
 from mptool.attacks.leakage import kl_leakage
-from mptool.attacks.metrics import ROC_POINTS, binary_metrics, correlations, downsample_roc, tpr_at_fpr
+from mptool.attacks.metrics import (
+    ATTEMPT_COLUMNS,
+    METRICS_NOTE,
+    ROC_POINTS,
+    attempts_frame,
+    binary_metrics,
+    correlations,
+    downsample_roc,
+    strongest_attack,
+    tpr_at_fpr,
+)
 from mptool.attacks.shadows import (
     ShadowPairs,
     ShadowPool,
@@ -63,6 +75,7 @@ from mptool.runtime.parallel import chunk_positions, resolve_jobs, run_tasks
 
 __all__ = [
     "ATTACK_COLUMNS",
+    "ATTEMPT_COLUMNS",
     "ROC_POINTS",
     "AttackOptions",
     "AttackOutcome",
@@ -121,6 +134,7 @@ class AttackOutcome:
     attacks: dict[str, dict[str, Any]]
     summary: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    attempts: pd.DataFrame | None = None  # attempts.csv: one row per attack per attempt (ATTEMPT_COLUMNS)
 
 
 def parse_attacks(text: str) -> tuple[str, ...]:
@@ -592,11 +606,12 @@ def score(
         run.prep.spec.sha256(), run.prep.population.sha256, run.seed, run.prep.population.source
     )
     notes = run.notes
+    attempts = attempts_frame(draw.D.rows[draw.tpos], targets.member, {n: attacked.results[n] for n in names})
     if "untargeted" in run.options.attacks and run.options.shadow_pool:
         notes.append(
             f"the untargeted and threshold attacks use the {run.options.shadow_pool} pool models as their shadows"
         )
-    return AttackOutcome(table=table, attacks=attack_out, summary=summary, notes=notes)
+    return AttackOutcome(table=table, attacks=attack_out, summary=summary, notes=notes, attempts=attempts)
 
 
 def per_target_table(
@@ -686,6 +701,8 @@ def run_summary(
         },
         "best_accuracy_attack": best_acc,
         "best_auc_attack": best_auc,
+        "strongest_attack": strongest_attack(attack_out),
+        "metrics": METRICS_NOTE,
         "gate": {"max_accuracy": o.max_accuracy, "max_auc": o.max_auc, "exceeded": exceeded},
         "fits": {**run.fits, "total": int(sum(v for k, v in run.fits.items() if k != "pdtp_leave_one_out_records"))},
         "jobs": run.jobs,
@@ -708,6 +725,12 @@ def summary_lines(outcome: AttackOutcome) -> list[str]:
             f"{name:<14}{f(m['accuracy'], 9)}{f(m['auc'], 8, 3)}{f(m['advantage'], 8, 3)}"
             f"{f(m['tpr_at_1pct_fpr'], 8, 3)}{f(m['precision'], 7, 3)}{f(m['recall'], 7, 3)}{f(m['f1'], 7, 3)}"
             f"{f(r, 9, 3)}"
+        )
+    best = s.get("strongest_attack")
+    if best is not None:
+        lines.append(
+            f"strongest attack: {best['name']}, TPR {best['tpr_at_1pct_fpr']:.3f} at 1% FPR "
+            f"(AUC {best['auc']:.3f}; {best['nonmember_attempts']} non-member attempts)"
         )
     tm = s["target_model"]
     lines.append(
