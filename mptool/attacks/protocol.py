@@ -39,7 +39,7 @@ from threadpoolctl import threadpool_limits
 
 from mptool.attacks import ATTACK_CHOICES, NEEDS_EVIDENCE, RESULT_NAMES
 from mptool.attacks import lira as lira_mod
-from mptool.attacks.leakage import kl_leakage
+from mptool.attacks.leakage import LeakageEstimate, kl_leakage, summarise, true_label_logit
 from mptool.attacks.metrics import (
     ATTEMPT_COLUMNS,
     METRICS_NOTE,
@@ -99,7 +99,8 @@ ATTACK_COLUMNS = {
     "<attack>_accuracy": "per-target accuracy: correct membership guesses / attacks on the record (2 per iteration)",
     "max_accuracy": "largest per-target accuracy over the attacks run",
     "lira_score": "mean online LiRA log-likelihood ratio while the record is a member (empty without lira)",
-    "kl_leakage": "Farokhi-Kaafar KL membership leakage (Gaussian approximation) from in/out shadow outputs",
+    "kl_leakage": "Farokhi-Kaafar KL membership leakage in nats: Gaussian approximation on the logit of the "
+    "in/out shadows' unbinned true-label probability; empty where not estimable (reasons in attack.json)",
     "n_attacks": "number of attacks on the record (2 x iterations)",
     "pdtp_measurements": "number of PDTP measurements averaged in pdtp_mean",
 }
@@ -285,6 +286,13 @@ class Evidence:
         assert self.pairs is not None
         return self.pairs[i].in_preds[t], self.pairs[i].out_preds[t]
 
+    def raw_for_target(self, i: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`for_target`, unbinned (the auditor's own shadow models)."""
+        if self.pool is not None:
+            return self.pool.raw_evidence(int(self.tpos[t]))
+        assert self.pairs is not None and self.pairs[i].in_raw is not None and self.pairs[i].out_raw is not None
+        return self.pairs[i].in_raw[t], self.pairs[i].out_raw[t]
+
     def iterations_used(self, iterations: int) -> list[int]:
         """Iterations with their own evidence: one shared pool, or fresh pairs per iteration."""
         return [0] if self.pool is not None else list(range(iterations))
@@ -297,7 +305,14 @@ class AttackResults:
     results: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     lira_score: np.ndarray | None = None
-    kl: np.ndarray | None = None
+    leakage: list[LeakageEstimate] | None = None
+
+    @property
+    def kl(self) -> np.ndarray | None:
+        """Per-target kl_leakage in nats, NaN where not estimable; None without per-record shadows."""
+        if self.leakage is None:
+            return None
+        return np.array([np.nan if e.value is None else e.value for e in self.leakage], dtype=float)
 
 
 def run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> AttackOutcome:
@@ -469,17 +484,16 @@ def run_attacks(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence
         out.results["untargeted"], out.extra["untargeted"] = attack_untargeted(run, draw, targets, evidence)
     if "threshold" in wants:
         out.results["threshold"], out.extra["threshold"] = attack_threshold(run, draw, targets, evidence)
-    out.kl = np.full(run.options.targets, np.nan)
     out.lira_score = np.full(run.options.targets, np.nan)
     if wants & NEEDS_EVIDENCE:
         for name, fn in (("distance", distance), ("frequency", frequency)):
             if name in wants:
                 out.results[name] = per_target_attack(fn, targets, evidence)
         if "lira" in wants:
-            online, offline, out.extra["lira"] = attack_lira(draw, targets, evidence)
+            online, offline, out.extra["lira"] = attack_lira(draw, targets, evidence, run.bin_size)
             out.results["lira"], out.results["lira_offline"] = online, offline
             out.lira_score = mean_member_score(online[0], targets.member)
-        out.kl = leakage_per_target(evidence, run.options)
+    out.leakage = leakage_per_target(evidence, draw, run.options.iterations)
     run.timings["attacks_s"] = time.perf_counter() - t0
     return out
 
@@ -557,25 +571,33 @@ def per_target_attack(fn: Callable[..., Scored], targets: TargetOutputs, evidenc
     return sc, dc
 
 
-def attack_lira(draw: Draw, targets: TargetOutputs, evidence: Evidence) -> tuple[Scored, Scored, dict]:
-    """Carlini et al.'s LiRA, online and offline, on the logit of the true class's probability."""
+def attack_lira(draw: Draw, targets: TargetOutputs, evidence: Evidence, bin_size: float) -> tuple[Scored, Scored, dict]:
+    """Carlini et al.'s LiRA, online and offline, on the logit of the true class's probability, with the
+    binned observation integrated over its bin and shrunk per-record variances (mptool.attacks.lira)."""
     shape = targets.member.shape
     ty = draw.target_y
     keys = [(i, t) for i in evidence.iterations_used(shape[0]) for t in range(shape[2])]
-    phis = {(i, t): tuple(lira_mod.logit_confidence(e, int(ty[t])) for e in evidence.for_target(i, t)) for i, t in keys}
-    m_min = min(min(len(a), len(b)) for a, b in phis.values())
-    per_record = m_min >= lira_mod.PER_RECORD_MIN
-    s_in = None if per_record else lira_mod.pooled_std([v[0] for v in phis.values()])
-    s_out = None if per_record else lira_mod.pooled_std([v[1] for v in phis.values()])
+    phis = [[lira_mod.logit_confidence(e, int(ty[t])) for e in evidence.for_target(i, t)] for i, t in keys]
+    fit_in = lira_mod.fit_side([p[0] for p in phis], bin_size)
+    fit_out = lira_mod.fit_side([p[1] for p in phis], bin_size)
+    where = {k: j for j, k in enumerate(keys)}
     on_s, on_d = np.empty(shape), np.zeros(shape, dtype=bool)
     off_s, off_d = np.empty(shape), np.zeros(shape, dtype=bool)
     for i in range(shape[0]):
         for t in range(shape[2]):
-            phi_in, phi_out = phis[(0, t) if evidence.pool is not None else (i, t)]
-            obs = lira_mod.logit_confidence(targets.q[i, :, t], int(ty[t]))
-            on_s[i, :, t], on_d[i, :, t] = lira_mod.lira_online(obs, phi_in, phi_out, s_in, s_out)
-            off_s[i, :, t], off_d[i, :, t] = lira_mod.lira_offline(obs, phi_out, s_out)
-    extra = {"variance": "per-record" if per_record else "global", "std_in": s_in, "std_out": s_out}
+            j = where[(0, t) if evidence.pool is not None else (i, t)]
+            lo, hi = lira_mod.logit_interval(targets.q[i, :, t], int(ty[t]), bin_size)
+            (on_s[i, :, t], on_d[i, :, t]), (off_s[i, :, t], off_d[i, :, t]) = lira_mod.lira_binned(
+                lo, hi, (fit_in.mean[j], fit_in.std[j]), (fit_out.mean[j], fit_out.std[j])
+            )
+    extra = {
+        "observation": "the bin of p_y (Gaussian in logit space integrated over it)" if bin_size > 0 else "exact p_y",
+        "prior_models": lira_mod.PRIOR_MODELS,
+        "pooled_std_in": fit_in.pooled_std,
+        "pooled_std_out": fit_out.pooled_std,
+        "models_in": [int(fit_in.count.min()), int(fit_in.count.max())],
+        "models_out": [int(fit_out.count.min()), int(fit_out.count.max())],
+    }
     return (on_s, on_d), (off_s, off_d), extra
 
 
@@ -584,13 +606,18 @@ def mean_member_score(scores: np.ndarray, member: np.ndarray) -> np.ndarray:
     return np.array([scores[:, :, t][member[:, :, t]].mean() for t in range(member.shape[2])])
 
 
-def leakage_per_target(evidence: Evidence, options: AttackOptions) -> np.ndarray:
-    """Farokhi & Kaafar's KL membership leakage of each target from all its in/out evidence."""
-    kl = np.full(options.targets, np.nan)
-    for t in range(options.targets):
-        ev = [evidence.for_target(i, t) for i in evidence.iterations_used(options.iterations)]
-        kl[t] = kl_leakage(np.concatenate([e[0] for e in ev]), np.concatenate([e[1] for e in ev]))
-    return kl
+def leakage_per_target(evidence: Evidence, draw: Draw, iterations: int) -> list[LeakageEstimate] | None:
+    """Farokhi & Kaafar's KL membership leakage of each target from all its unbinned in/out shadow
+    outputs (mptool.attacks.leakage); None without per-record shadows (no pool, no pairs)."""
+    if evidence.pool is None and evidence.pairs is None:
+        return None
+    out = []
+    for t, y in enumerate(draw.target_y):
+        ev = [evidence.raw_for_target(i, t) for i in evidence.iterations_used(iterations)]
+        phi_in, sat_in = true_label_logit(np.concatenate([e[0] for e in ev]), int(y))
+        phi_out, sat_out = true_label_logit(np.concatenate([e[1] for e in ev]), int(y))
+        out.append(kl_leakage(phi_in, phi_out, sat_in, sat_out))
+    return out
 
 
 def score(
@@ -600,7 +627,7 @@ def score(
     (Long et al. 5.4, step 4; Tables 1 and 2)."""
     names = [r for a in ATTACK_CHOICES if a in run.options.attacks for r in RESULT_NAMES[a]]
     table, attack_out = per_target_table(draw, targets, measured, attacked, names)
-    summary = run_summary(run, draw, targets, measured, table, attack_out, names, attacked.kl)
+    summary = run_summary(run, draw, targets, measured, table, attack_out, names, attacked)
     summary["timings"] = {k: round(v, 3) for k, v in {**run.timings, "total_s": time.perf_counter() - t_start}.items()}
     summary["manifest"] = manifest(
         run.prep.spec.sha256(), run.prep.population.sha256, run.seed, run.prep.population.source
@@ -638,7 +665,7 @@ def per_target_table(
         attack_out[name] = m
     table["max_accuracy"] = table[[f"{n}_accuracy" for n in names]].max(axis=1)
     table["lira_score"] = attacked.lira_score
-    table["kl_leakage"] = attacked.kl
+    table["kl_leakage"] = np.full(len(tpos), np.nan) if attacked.kl is None else attacked.kl
     table["n_attacks"] = 2 * member.shape[0]
     table["pdtp_measurements"] = measured.count
     return table, attack_out
@@ -665,11 +692,18 @@ def run_summary(
     table: pd.DataFrame,
     attack_out: dict[str, dict[str, Any]],
     names: list[str],
-    kl: np.ndarray | None,
+    attacked: AttackResults,
 ) -> dict[str, Any]:
     """attack.json's summary: the run's setup, target-model accuracy, PDTP, leakage, gate, fits."""
     o, pm = run.options, measured.mean
-    kl = np.full(o.targets, np.nan) if kl is None else kl
+    kl = table["kl_leakage"].to_numpy(dtype=float)
+    leakage: dict[str, Any] = {
+        "estimated": 0,
+        "note": "needs per-record shadows: --shadow-pool or the targeted attacks",
+    }
+    if attacked.leakage is not None:
+        leakage = summarise(attacked.leakage, {n: table[f"{n}_accuracy"].to_numpy() for n in names})
+    leakage["correlation_with_pdtp"] = correlations(kl, pm)
     best_acc, best_auc, exceeded = gate(o, attack_out)
     finite = np.isfinite(pm).any()
     return {
@@ -694,11 +728,7 @@ def run_summary(
             "mean": float(table["max_accuracy"].mean()),
             "correlation_with_pdtp": correlations(table["max_accuracy"].to_numpy(), pm),
         },
-        "kl_leakage": {
-            "method": "Farokhi & Kaafar Remark 3: symmetric KL of Gaussians fitted to in/out shadow outputs",
-            "mean": float(np.nanmean(kl)) if np.isfinite(kl).any() else None,
-            "correlation_with_pdtp": correlations(kl, pm),
-        },
+        "kl_leakage": leakage,
         "best_accuracy_attack": best_acc,
         "best_auc_attack": best_auc,
         "strongest_attack": strongest_attack(attack_out),
