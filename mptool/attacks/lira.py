@@ -86,6 +86,7 @@ def logit_interval(probs: np.ndarray, y_idx: int, bin_size: float) -> tuple[np.n
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
+    """ln p - ln(1 - p) of bin edges strictly inside (0, 1)."""
     q = np.clip(p, 1e-300, 1 - 1e-16)
     return np.log(q) - np.log1p(-q)
 

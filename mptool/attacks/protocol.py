@@ -185,6 +185,7 @@ Progress = Callable[[int, str], AbstractContextManager[Callable[[int], None]]]
 
 
 def _check(options: AttackOptions, population_n: int) -> None:
+    """Refuse run options that are out of range before any work (InputError -> exit 2)."""
     o = options
     if o.candidates < 4 or o.candidates % 2:
         raise InputError(f"--candidates must be an even number of at least 4 (got {o.candidates})")
@@ -223,10 +224,12 @@ class Run:
 
     @property
     def seed(self) -> int:
+        """The spec's seed: every random choice derives from it."""
         return self.prep.spec.seed
 
     @property
     def bin_size(self) -> float:
+        """Width of the output bins (0 = unbinned)."""
         return self.prep.spec.output.bin_size
 
 
@@ -243,10 +246,12 @@ class Draw:
 
     @property
     def cls_pos(self) -> dict[Any, int]:
+        """Class label -> output column."""
         return {c: i for i, c in enumerate(self.classes)}
 
     @property
     def target_y(self) -> np.ndarray:
+        """Class index of each target."""
         return self.y_idx[self.tpos]
 
 

@@ -71,8 +71,9 @@ def attack(
 
     DIR/attack.csv, one row per target: row, [id], label, pdtp_mean, <attack>_accuracy per
     attack (lira gives lira_ and lira_offline_), max_accuracy, lira_score (mean online
-    LiRA log-likelihood ratio while a member), kl_leakage (Farokhi-Kaafar), n_attacks,
-    pdtp_measurements. DIR/attack.json: {"summary": {...}, "attacks": {name: {accuracy,
+    LiRA log-likelihood ratio while a member), kl_leakage (Farokhi-Kaafar, nats; empty where
+    not estimable), n_attacks, pdtp_measurements. DIR/attack.json: {"summary": {...}, "attacks":
+    {name: {accuracy,
     precision, recall, f1, auc, advantage, tpr_at_1pct_fpr, tpr_at_0.1pct_fpr,
     correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}; summary.strongest_attack names
     the attack of highest TPR at 1% FPR. DIR/attempts.csv, one row per attack per attempt:
