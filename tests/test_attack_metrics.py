@@ -431,3 +431,24 @@ def test_kl_summary_in_attack_json_gives_units_reasons_and_bound(numeric_csv: Pa
     assert bound["advantage"] <= bound["theorem_1_averaged"] + 1e-12  # Jensen
     m = kl["measured"]
     assert m["attack"] in outcome.attacks and m["advantage"] == pytest.approx(2 * m["accuracy"] - 1)
+
+
+def test_api_result_carries_the_attempts(numeric_csv: Path) -> None:
+    import mptool
+
+    spec = {"data": {"label": "label"}, "model": {"estimator": "gaussian_nb", "preprocess": "none"}}
+    result = mptool.attack(
+        numeric_csv,
+        spec,
+        attacks="threshold,lira",
+        candidates=60,
+        iterations=2,
+        targets=8,
+        shadow_pool=16,
+        pdtp_iterations=0,
+        jobs=1,
+    )
+    assert result.attempts is not None and list(result.attempts.columns) == list(metrics.ATTEMPT_COLUMNS)
+    assert len(result.attempts) == 3 * 2 * 2 * 8  # threshold, lira, lira_offline
+    lira = result.attempts[result.attempts["attack"] == "lira"]
+    assert roc_auc_score(lira["member"], lira["score"]) == result.attacks["lira"]["auc"]
