@@ -99,16 +99,23 @@ def test_pooled_std_is_within_group_spread() -> None:
 
 
 def test_kl_leakage_one_dimension_closed_form() -> None:
-    ins = np.array([[0.2, 0.8], [0.4, 0.6], [0.3, 0.7]])
-    outs = np.array([[0.6, 0.4], [0.8, 0.2], [0.7, 0.3], [0.9, 0.1]])
-    m1, v1 = ins[:, 0].mean(), ins[:, 0].var() + leakage.RIDGE
-    m0, v0 = outs[:, 0].mean(), outs[:, 0].var() + leakage.RIDGE
+    """rho_KL on the true-label logit: the symmetric KL of the two fitted Gaussians, no ridge (the
+    earlier estimate on binned output vectors with a 1e-4 ridge was replaced, issue 18 item 7)."""
+    p_in = np.array([0.8, 0.6, 0.7, 0.75, 0.9, 0.65, 0.7, 0.8])
+    p_out = np.array([0.4, 0.2, 0.3, 0.1, 0.5, 0.35, 0.3, 0.45])
+    ins, outs = np.column_stack([1 - p_in, p_in]), np.column_stack([1 - p_out, p_out])
+    phi_in, _ = leakage.true_label_logit(ins, 1)
+    phi_out, _ = leakage.true_label_logit(outs, 1)
+    assert phi_in[0] == pytest.approx(math.log(0.8 / 0.2))
+    m1, v1 = phi_in.mean(), phi_in.var()
+    m0, v0 = phi_out.mean(), phi_out.var()
 
     def kl(ma: float, va: float, mb: float, vb: float) -> float:
         return 0.5 * (va / vb - 1 + (mb - ma) ** 2 / vb + math.log(vb / va))
 
-    assert leakage.kl_leakage(ins, outs) == pytest.approx(kl(m1, v1, m0, v0) + kl(m0, v0, m1, v1))
-    assert leakage.kl_leakage(ins, ins) == pytest.approx(0.0, abs=1e-9)
+    est = leakage.kl_leakage(phi_in, phi_out)
+    assert est.value == pytest.approx(kl(m1, v1, m0, v0) + kl(m0, v0, m1, v1)) and est.reason is None
+    assert leakage.kl_leakage(phi_in, phi_in).value == pytest.approx(0.0, abs=1e-9)
 
 
 def test_gaussian_kl_multivariate_is_symmetric_sum_zero_for_equal() -> None:

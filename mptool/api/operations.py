@@ -82,9 +82,11 @@ class PdtpResult(AuditResult):
 
 @dataclass(frozen=True)
 class AttackResult(AuditResult):
-    """:func:`attack`'s result: per-target ``table`` and per-attack metrics in ``attacks``."""
+    """:func:`attack`'s result: per-target ``table``, per-attack metrics in ``attacks``, and ``attempts``
+    (one row per attack per attempt: row, iteration, attack, member, score, decision)."""
 
     attacks: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    attempts: pd.DataFrame | None = None
 
     @property
     def verdict(self) -> str:
@@ -218,6 +220,7 @@ def attack(
     return AttackResult(
         outcome.table, MappingProxyType(outcome.summary), spec, (*prep.notes, *outcome.notes),
         attacks=MappingProxyType(outcome.attacks),
+        attempts=outcome.attempts,
     )
 
 

@@ -9,9 +9,17 @@
 3. Per-target accuracy of an attack = correct guesses / attacks on that record (2 per
    iteration). PDTP of each target is measured while it is a member in the first
    ``pdtp_iterations`` iterations (one leave-one-out per iteration) and averaged.
-4. Over all attacks: accuracy, precision, recall, F1, ROC AUC, advantage TPR - FPR (Yeom et
-   al., Definition 4), TPR at 1% and 0.1% FPR, and the Pearson and Spearman correlations of
-   per-target accuracy with mean PDTP (Long et al., Tables 1 and 2).
+4. Over all attempts of an attack (each saved in attempts.csv): accuracy, precision, recall,
+   F1, ROC AUC, advantage TPR - FPR (Yeom et al., Definition 4; = 2 * accuracy - 1 here, as
+   members and non-members are attacked equally often), TPR at 1% and 0.1% FPR, and the
+   Pearson and Spearman correlations of per-target accuracy with mean PDTP (Long et al.,
+   Tables 1 and 2). The strongest attack is the one of highest TPR at 1% FPR.
+
+The run is a sequence of named phases, each a function of the previous phases' results:
+:func:`draw_candidates` (D, the targets and the splits), :func:`train_targets` (A(D1),
+A(D2) and their outputs on the targets), :func:`measure_pdtp`, :func:`gather_evidence`
+(shadow models: pool, general shadows or per-target pairs), :func:`run_attacks` (one helper
+per attack) and :func:`score` (per-target table, metrics, summary).
 
 Every random choice is seeded from the spec's seed and a per-phase tag, so results do not
 depend on --jobs.
@@ -20,7 +28,6 @@ depend on --jobs.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -28,14 +35,24 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
-from sklearn.metrics import roc_auc_score, roc_curve
 from threadpoolctl import threadpool_limits
 
 from mptool.attacks import ATTACK_CHOICES, NEEDS_EVIDENCE, RESULT_NAMES
 from mptool.attacks import lira as lira_mod
-from mptool.attacks.leakage import kl_leakage
+from mptool.attacks.leakage import LeakageEstimate, kl_leakage, summarise, true_label_logit
+from mptool.attacks.metrics import (
+    ATTEMPT_COLUMNS,
+    METRICS_NOTE,
+    ROC_POINTS,
+    attempts_frame,
+    binary_metrics,
+    correlations,
+    downsample_roc,
+    strongest_attack,
+    tpr_at_fpr,
+)
 from mptool.attacks.shadows import (
+    ShadowPairs,
     ShadowPool,
     parse_source,
     rng_for,
@@ -46,6 +63,7 @@ from mptool.attacks.shadows import (
 from mptool.attacks.targeted import distance, frequency
 from mptool.attacks.threshold import expected_training_loss, threshold
 from mptool.attacks.untargeted import FeatureEncoder, train_untargeted
+from mptool.inputs.data import Records
 from mptool.inputs.models import fit, proba_in
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
@@ -55,9 +73,22 @@ from mptool.privacy.dtp import pdtp
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, resolve_jobs, run_tasks
 
+__all__ = [
+    "ATTACK_COLUMNS",
+    "ATTEMPT_COLUMNS",
+    "ROC_POINTS",
+    "AttackOptions",
+    "AttackOutcome",
+    "binary_metrics",
+    "correlations",
+    "downsample_roc",
+    "parse_attacks",
+    "run_attack",
+    "summary_lines",
+    "tpr_at_fpr",
+]
+
 TAG_CANDIDATES, TAG_TARGETS, TAG_SPLIT = 1, 2, 3
-#: Most ROC points kept per attack in attack.json.
-ROC_POINTS = 200
 
 #: attack.csv columns (``<attack>_accuracy`` appears once per attack run, in run order).
 ATTACK_COLUMNS = {
@@ -68,7 +99,8 @@ ATTACK_COLUMNS = {
     "<attack>_accuracy": "per-target accuracy: correct membership guesses / attacks on the record (2 per iteration)",
     "max_accuracy": "largest per-target accuracy over the attacks run",
     "lira_score": "mean online LiRA log-likelihood ratio while the record is a member (empty without lira)",
-    "kl_leakage": "Farokhi-Kaafar KL membership leakage (Gaussian approximation) from in/out shadow outputs",
+    "kl_leakage": "Farokhi-Kaafar KL membership leakage in nats: Gaussian approximation on the logit of the "
+    "in/out shadows' unbinned true-label probability; empty where not estimable (reasons in attack.json)",
     "n_attacks": "number of attacks on the record (2 x iterations)",
     "pdtp_measurements": "number of PDTP measurements averaged in pdtp_mean",
 }
@@ -103,6 +135,7 @@ class AttackOutcome:
     attacks: dict[str, dict[str, Any]]
     summary: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    attempts: pd.DataFrame | None = None  # attempts.csv: one row per attack per attempt (ATTEMPT_COLUMNS)
 
 
 def parse_attacks(text: str) -> tuple[str, ...]:
@@ -116,79 +149,6 @@ def parse_attacks(text: str) -> tuple[str, ...]:
     if bad:
         raise InputError(f"--attacks: unknown attack '{bad[0]}' (choose from {', '.join(ATTACK_CHOICES)} or all)")
     return tuple(a for a in ATTACK_CHOICES if a in parts)
-
-
-# ---------------------------------------------------------------------------- metrics
-
-
-def tpr_at_fpr(fpr: np.ndarray, tpr: np.ndarray, limit: float) -> float:
-    """Largest TPR on the ROC curve with FPR <= ``limit``."""
-    ok = fpr <= limit + 1e-15
-    return float(tpr[ok].max()) if ok.any() else 0.0
-
-
-def downsample_roc(fpr: np.ndarray, tpr: np.ndarray, points: int = ROC_POINTS) -> tuple[list[float], list[float]]:
-    """At most ``points`` ROC points, end points kept, evenly spaced along the curve."""
-    if len(fpr) <= points:
-        return fpr.tolist(), tpr.tolist()
-    idx = np.unique(np.round(np.linspace(0, len(fpr) - 1, points)).astype(int))
-    return fpr[idx].tolist(), tpr[idx].tolist()
-
-
-def binary_metrics(member: np.ndarray, decision: np.ndarray, score: np.ndarray) -> dict[str, Any]:
-    """Accuracy, precision, recall, F1, advantage (TPR - FPR), ROC AUC, TPR at 1% / 0.1% FPR, ROC points.
-
-    Precision with no "member" guess is 0 (as F1); AUC is None when only one truth occurs.
-    """
-    member = np.asarray(member, dtype=bool).ravel()
-    decision = np.asarray(decision, dtype=bool).ravel()
-    score = np.asarray(score, dtype=float).ravel()
-    tp = int(np.sum(decision & member))
-    fp = int(np.sum(decision & ~member))
-    fn = int(np.sum(~decision & member))
-    tn = int(np.sum(~decision & ~member))
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    fpr_dec = fp / (fp + tn) if fp + tn else 0.0
-    out: dict[str, Any] = {
-        "n_attacks": int(member.size),
-        "accuracy": (tp + tn) / member.size if member.size else float("nan"),
-        "precision": precision,
-        "recall": recall,
-        "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-        "advantage": recall - fpr_dec,
-        "auc": None,
-        "tpr_at_1pct_fpr": None,
-        "tpr_at_0.1pct_fpr": None,
-        "roc": {"fpr": [], "tpr": []},
-    }
-    if 0 < member.sum() < member.size:
-        finite = np.nan_to_num(score, nan=0.0, posinf=1e300, neginf=-1e300)
-        fpr, tpr, _ = roc_curve(member, finite)
-        out["auc"] = float(roc_auc_score(member, finite))
-        out["tpr_at_1pct_fpr"] = tpr_at_fpr(fpr, tpr, 0.01)
-        out["tpr_at_0.1pct_fpr"] = tpr_at_fpr(fpr, tpr, 0.001)
-        f, t = downsample_roc(fpr, tpr)
-        out["roc"] = {"fpr": f, "tpr": t}
-    return out
-
-
-def correlations(accuracy: np.ndarray, pdtp_mean: np.ndarray) -> dict[str, float | None]:
-    """Pearson and Spearman correlation of per-target accuracy with mean PDTP, with p-values.
-
-    None where undefined (fewer than 3 records with both values, or a constant input).
-    """
-    a = np.asarray(accuracy, dtype=float)
-    p = np.asarray(pdtp_mean, dtype=float)
-    ok = np.isfinite(a) & np.isfinite(p)
-    empty: dict[str, float | None] = {"pearson": None, "pearson_p": None, "spearman": None, "spearman_p": None}
-    if ok.sum() < 3 or np.ptp(a[ok]) == 0 or np.ptp(p[ok]) == 0:
-        return empty
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        r, rp = stats.pearsonr(a[ok], p[ok])
-        s, sp = stats.spearmanr(a[ok], p[ok])
-    return {"pearson": float(r), "pearson_p": float(rp), "spearman": float(s), "spearman_p": float(sp)}
 
 
 # ---------------------------------------------------------------------------- target models
@@ -225,6 +185,7 @@ Progress = Callable[[int, str], AbstractContextManager[Callable[[int], None]]]
 
 
 def _check(options: AttackOptions, population_n: int) -> None:
+    """Refuse run options that are out of range before any work (InputError -> exit 2)."""
     o = options
     if o.candidates < 4 or o.candidates % 2:
         raise InputError(f"--candidates must be an even number of at least 4 (got {o.candidates})")
@@ -247,6 +208,118 @@ def _check(options: AttackOptions, population_n: int) -> None:
             raise InputError(f"{name} must be between 0 and 1 (got {v})")
 
 
+@dataclass
+class Run:
+    """What every phase shares: inputs, options, and the run's bookkeeping (fits, timings, notes)."""
+
+    prep: Prepared
+    options: AttackOptions
+    progress: Progress
+    jobs: int
+    source: str
+    fraction: float
+    fits: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def seed(self) -> int:
+        """The spec's seed: every random choice derives from it."""
+        return self.prep.spec.seed
+
+    @property
+    def bin_size(self) -> float:
+        """Width of the output bins (0 = unbinned)."""
+        return self.prep.spec.output.bin_size
+
+
+@dataclass(frozen=True)
+class Draw:
+    """Phase 1 (Long et al. 5.4, steps 1-2): the candidate set D, the targets and the splits."""
+
+    D: Records
+    classes: np.ndarray  # the output columns, in label order
+    y_idx: np.ndarray  # (|D|,) class index of every record of D
+    tpos: np.ndarray  # (targets,) positions of the targets in D, sorted
+    in_first: np.ndarray  # (iterations, |D|) bool: record j of D is in D1 in iteration i
+    n_half: int  # |D1| = |D2| = |D| / 2, the training-set size
+
+    @property
+    def cls_pos(self) -> dict[Any, int]:
+        """Class label -> output column."""
+        return {c: i for i, c in enumerate(self.classes)}
+
+    @property
+    def target_y(self) -> np.ndarray:
+        """Class index of each target."""
+        return self.y_idx[self.tpos]
+
+
+@dataclass(frozen=True)
+class TargetOutputs:
+    """Phase 2 (Long et al. 5.4, step 2): the target models' binned outputs on the targets."""
+
+    q: np.ndarray  # (iterations, 2, targets, classes): A(D1) then A(D2)
+    member: np.ndarray  # (iterations, 2, targets) bool: the target is in that model's training half
+    train_accuracy: float
+    test_accuracy: float
+
+
+@dataclass(frozen=True)
+class PdtpMeasure:
+    """Mean PDTP of each target while a member (Long et al. 5.4, step 3; PDTP of section 4)."""
+
+    mean: np.ndarray  # (targets,) NaN where not measured
+    count: np.ndarray  # (targets,) measurements averaged
+    iterations: int
+    engine: str | None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Phase 3: shadow models (Long et al. 5.3; Shokri et al. V-B) the attacks learn from."""
+
+    pool: ShadowPool | None  # --shadow-pool: shared in/out source for every attack
+    general: ShadowPool | None  # shadows of the untargeted and threshold attacks
+    pairs: list[ShadowPairs] | None  # per-target in/out pairs per iteration (the paper's targeted attacks)
+    tpos: np.ndarray
+
+    def for_target(self, i: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """In and out shadow prediction vectors on target ``t`` for iteration ``i``."""
+        if self.pool is not None:
+            return self.pool.evidence(int(self.tpos[t]))
+        assert self.pairs is not None
+        return self.pairs[i].in_preds[t], self.pairs[i].out_preds[t]
+
+    def raw_for_target(self, i: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`for_target`, unbinned (the auditor's own shadow models)."""
+        if self.pool is not None:
+            return self.pool.raw_evidence(int(self.tpos[t]))
+        assert self.pairs is not None and self.pairs[i].in_raw is not None and self.pairs[i].out_raw is not None
+        return self.pairs[i].in_raw[t], self.pairs[i].out_raw[t]
+
+    def iterations_used(self, iterations: int) -> list[int]:
+        """Iterations with their own evidence: one shared pool, or fresh pairs per iteration."""
+        return [0] if self.pool is not None else list(range(iterations))
+
+
+@dataclass
+class AttackResults:
+    """Phase 4: per attempt score and decision of every attack, shaped like TargetOutputs.member."""
+
+    results: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lira_score: np.ndarray | None = None
+    leakage: list[LeakageEstimate] | None = None
+
+    @property
+    def kl(self) -> np.ndarray | None:
+        """Per-target kl_leakage in nats, NaN where not estimable; None without per-record shadows."""
+        if self.leakage is None:
+            return None
+        return np.array([np.nan if e.value is None else e.value for e in self.leakage], dtype=float)
+
+
 def run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> AttackOutcome:
     """Run the protocol and every chosen attack; ``progress(total, label)`` yields ``advance(n)``.
 
@@ -259,18 +332,30 @@ def run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> At
 
 
 def _run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> AttackOutcome:
+    """The phases of Long et al. 5.4 in order; each phase is a function below."""
     t_start = time.perf_counter()
-    spec, o = prep.spec, options
-    seed, bin_size = spec.seed, spec.output.bin_size
-    pop = prep.population
-    _check(o, pop.n)
-    source, fraction = parse_source(o.shadow_data)
-    jobs = resolve_jobs(o.jobs)
-    engine = select_engine(o.engine, spec, prep.template) if o.pdtp_iterations else None
-    notes = list(prep.notes)
-    timings: dict[str, float] = {}
-    fits: dict[str, int] = {}
+    _check(options, prep.population.n)
+    source, fraction = parse_source(options.shadow_data)
+    jobs = resolve_jobs(options.jobs)
+    engine = select_engine(options.engine, prep.spec, prep.template) if options.pdtp_iterations else None
+    run = Run(prep, options, progress, jobs, source, fraction, notes=list(prep.notes))
+    draw = draw_candidates(run)
+    targets = train_targets(run, draw)
+    measured = measure_pdtp(run, draw, engine)
+    evidence = gather_evidence(run, draw)
+    attacked = run_attacks(run, draw, targets, evidence)
+    return score(run, draw, targets, measured, attacked, t_start)
 
+
+def draw_candidates(run: Run) -> Draw:
+    """Draw D, the targets and one D1/D2 split per iteration (Long et al. 5.4, steps 1-2).
+
+    D is ``candidates`` rows of the population without replacement; the targets are
+    ``targets`` positions of D; in iteration i, D1 is the first half of a seeded
+    permutation of D. One fit on D1 of the first iteration checks the data and parameters
+    before any parallel work (bad input -> exit 2 early).
+    """
+    o, seed, pop = run.options, run.seed, run.prep.population
     cand = np.sort(rng_for(seed, TAG_CANDIDATES).choice(pop.n, size=o.candidates, replace=False))
     D = pop.take(cand)
     classes = np.array(sorted(set(D.y.tolist()), key=lambda v: (str(type(v)), v)), dtype=object)
@@ -283,253 +368,388 @@ def _run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> A
     in_first = np.zeros((o.iterations, o.candidates), dtype=bool)
     for i in range(o.iterations):
         in_first[i, rng_for(seed, TAG_SPLIT, i).permutation(o.candidates)[:n_half]] = True
-    fit_checked(prep.template, D.take(np.flatnonzero(in_first[0])))  # bad data/params -> exit 2 early
+    fit_checked(run.prep.template, D.take(np.flatnonzero(in_first[0])))  # bad data/params -> exit 2 early
+    return Draw(D, classes, y_idx, tpos, in_first, n_half)
 
-    # Phase 1: target models A(D1), A(D2) per iteration.
+
+def train_targets(run: Run, draw: Draw) -> TargetOutputs:
+    """Fit A(D1) and A(D2) in every iteration and record their binned outputs on the targets
+    (Long et al. 5.4, step 2: each target is once a member and once not per iteration)."""
+    o, D = run.options, draw.D
     t0 = time.perf_counter()
-    with progress(o.iterations, "target models") as advance:
+    chunks = chunk_positions(np.arange(o.iterations), run.jobs, per_job=1)
+    with run.progress(o.iterations, "target models") as advance:
         parts = run_tasks(
             target_chunk,
-            ((prep.template, D.X, D.y, classes, in_first[c], tpos, bin_size) for c in chunk_positions(
-                np.arange(o.iterations), jobs, per_job=1)),
-            jobs=jobs,
+            ((run.prep.template, D.X, D.y, draw.classes, draw.in_first[c], draw.tpos, run.bin_size) for c in chunks),
+            jobs=run.jobs,
             backend=o.backend,
             on_result=lambda r: advance(len(r)),
         )
     flat = [r for part in parts for r in part]
-    q_all = np.stack([r[0] for r in flat])  # (I, 2, targets, k)
-    train_acc = float(np.mean([r[1] for r in flat]))
-    test_acc = float(np.mean([r[2] for r in flat]))
-    member = np.stack([np.stack([in_first[i, tpos], ~in_first[i, tpos]]) for i in range(o.iterations)])  # (I,2,t)
-    fits["target"] = 2 * o.iterations
-    timings["target_models_s"] = time.perf_counter() - t0
+    first = draw.in_first[:, draw.tpos]
+    run.fits["target"] = 2 * o.iterations
+    run.timings["target_models_s"] = time.perf_counter() - t0
+    return TargetOutputs(
+        q=np.stack([r[0] for r in flat]),
+        member=np.stack([np.stack([first[i], ~first[i]]) for i in range(o.iterations)]),
+        train_accuracy=float(np.mean([r[1] for r in flat])),
+        test_accuracy=float(np.mean([r[2] for r in flat])),
+    )
 
-    # Phase 2: PDTP of each target while a member, first pdtp_iterations iterations.
+
+def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
+    """PDTP of each target while a member, averaged over the first ``pdtp_iterations``
+    iterations (Long et al. 5.4, step 3): one leave-one-out per iteration on its half."""
+    o, D, bin_size = run.options, draw.D, run.bin_size
     t0 = time.perf_counter()
-    pdtp_sum = np.zeros(o.targets)
-    pdtp_n = np.zeros(o.targets, dtype=int)
+    total, count = np.zeros(o.targets), np.zeros(o.targets, dtype=int)
     n_pdtp = min(o.pdtp_iterations, o.iterations)
     engine_name = None
     if engine is not None and n_pdtp:
-        with progress(n_pdtp * o.targets, f"PDTP leave-one-out ({engine.name})") as advance:
+        with run.progress(n_pdtp * o.targets, f"PDTP leave-one-out ({engine.name})") as advance:
             for i in range(n_pdtp):
-                for half in (in_first[i], ~in_first[i]):
+                for half in (draw.in_first[i], ~draw.in_first[i]):
                     half_idx = np.flatnonzero(half)
-                    which = np.flatnonzero(half[tpos])
+                    which = np.flatnonzero(half[draw.tpos])
                     if not which.size:
                         continue
                     Th = D.take(half_idx)
-                    positions = np.searchsorted(half_idx, tpos[which]).astype(np.int64)
-                    model = fit(prep.template, Th.X, Th.y)
-                    req = LooRequest(spec, prep.template, Th, model, classes, positions, jobs, o.backend)
+                    positions = np.searchsorted(half_idx, draw.tpos[which]).astype(np.int64)
+                    model = fit(run.prep.template, Th.X, Th.y)
+                    req = LooRequest(
+                        run.prep.spec, run.prep.template, Th, model, draw.classes, positions, run.jobs, o.backend
+                    )
                     res = engine.run(req, advance)
                     engine_name = res.engine
                     vals = pdtp(bin_probabilities(res.p_full, bin_size), bin_probabilities(res.p_loo, bin_size))
-                    pdtp_sum[which] += vals.pdtp
-                    pdtp_n[which] += 1
-        fits["pdtp_full"] = 2 * n_pdtp
-        fits["pdtp_leave_one_out_records"] = int(pdtp_n.sum())
+                    total[which] += vals.pdtp
+                    count[which] += 1
+        run.fits["pdtp_full"] = 2 * n_pdtp
+        run.fits["pdtp_leave_one_out_records"] = int(count.sum())
     with np.errstate(invalid="ignore", divide="ignore"):
-        pdtp_mean = np.where(pdtp_n > 0, pdtp_sum / np.maximum(pdtp_n, 1), np.nan)
-    timings["pdtp_s"] = time.perf_counter() - t0
+        mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    run.timings["pdtp_s"] = time.perf_counter() - t0
+    return PdtpMeasure(mean, count, n_pdtp, engine_name)
 
-    # Phase 3: shadow models.
-    wants = set(o.attacks)
+
+def gather_evidence(run: Run, draw: Draw) -> Evidence:
+    """Train the shadow models the chosen attacks need (Long et al. 5.3 and 5.4).
+
+    With --shadow-pool K: K models on random halves of D serve every attack. Otherwise the
+    untargeted (population data) and threshold attacks get ``shadows`` general models, and
+    the targeted attacks and LiRA get ``pairs`` fresh in/out pairs per target per iteration.
+    """
+    o, D, wants = run.options, draw.D, set(run.options.attacks)
     need_evidence = bool(wants & NEEDS_EVIDENCE)
-    need_general = "threshold" in wants or ("untargeted" in wants and source == "population")
-    pool: ShadowPool | None = None
-    general: ShadowPool | None = None
-    pairs = None
+    need_general = "threshold" in wants or ("untargeted" in wants and run.source == "population")
+    common = (run.prep.template, D.X, D.y, draw.classes)
+    pool = general = pairs = None
     t0 = time.perf_counter()
     if o.shadow_pool:
-        with progress(o.shadow_pool, "shadow pool") as advance:
-            pool = train_pool(prep.template, D.X, D.y, classes, o.shadow_pool, n_half, seed, bin_size, jobs,
-                              o.backend, advance)
-        fits["shadow_pool"] = o.shadow_pool
+        with run.progress(o.shadow_pool, "shadow pool") as advance:
+            pool = train_pool(*common, o.shadow_pool, draw.n_half, run.seed, run.bin_size, run.jobs, o.backend, advance)
+        run.fits["shadow_pool"] = o.shadow_pool
         general = pool
-        small = int(min(pool.members[:, tpos].sum(axis=0).min(), (~pool.members[:, tpos]).sum(axis=0).min()))
-        if need_evidence and small == 0:
+        inside = pool.members[:, draw.tpos]
+        if need_evidence and int(min(inside.sum(axis=0).min(), (~inside).sum(axis=0).min())) == 0:
             raise InputError(f"--shadow-pool {o.shadow_pool}: a target is in all or none of the pool; use more models")
     else:
         if need_general:
-            with progress(o.shadows, "shadow models") as advance:
-                general = train_pool(prep.template, D.X, D.y, classes, o.shadows, n_half, seed, bin_size, jobs,
-                                     o.backend, advance)
-            fits["shadow_general"] = o.shadows
+            with run.progress(o.shadows, "shadow models") as advance:
+                general = train_pool(
+                    *common, o.shadows, draw.n_half, run.seed, run.bin_size, run.jobs, o.backend, advance
+                )
+            run.fits["shadow_general"] = o.shadows
         if need_evidence:
-            with progress(o.iterations * o.targets, f"shadow pairs ({2 * o.pairs} per target)") as advance:
-                pairs = train_pairs(prep.template, D.X, D.y, classes, tpos, o.iterations, o.pairs, n_half, seed,
-                                    bin_size, jobs, o.backend, advance)
-            fits["shadow_pairs"] = 2 * o.pairs * o.targets * o.iterations
-    timings["shadows_s"] = time.perf_counter() - t0
+            with run.progress(o.iterations * o.targets, f"shadow pairs ({2 * o.pairs} per target)") as advance:
+                pairs = train_pairs(
+                    *common,
+                    draw.tpos,
+                    o.iterations,
+                    o.pairs,
+                    draw.n_half,
+                    run.seed,
+                    run.bin_size,
+                    run.jobs,
+                    o.backend,
+                    advance,
+                )
+            run.fits["shadow_pairs"] = 2 * o.pairs * o.targets * o.iterations
+    run.timings["shadows_s"] = time.perf_counter() - t0
+    return Evidence(pool, general, pairs, draw.tpos)
 
-    def evidence(i: int, t: int) -> tuple[np.ndarray, np.ndarray]:
-        if pool is not None:
-            return pool.evidence(int(tpos[t]))
-        assert pairs is not None
-        return pairs[i].in_preds[t], pairs[i].out_preds[t]
 
-    # Phase 4: attacks.
+def run_attacks(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence) -> AttackResults:
+    """Attack every target model on every target with each chosen attack (Long et al. 5.3-5.4)."""
+    wants = set(run.options.attacks)
     t0 = time.perf_counter()
-    shape = member.shape
-    results: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    extra: dict[str, Any] = {}
-    ty = y_idx[tpos]
+    out = AttackResults()
     if "untargeted" in wants:
-        encoder = FeatureEncoder.fit(D.X, D.schema)
-        if source == "population":
-            assert general is not None
-            K = general.size
-            x_rows = np.tile(encoder.transform(D.X), (K, 1))
-            y_rows = np.tile(y_idx, K)
-            q_rows = general.preds.reshape(-1, len(classes))
-            m_rows = general.members.reshape(-1)
-        else:
-            with progress(o.shadows, f"shadow models ({o.shadow_data} data)") as advance:
-                synth = train_synthetic(prep.template, D.X, D.y, classes, o.shadows, n_half, source, fraction,
-                                        seed, bin_size, jobs, o.backend, advance)
-            fits["shadow_synthetic"] = o.shadows
-            x_rows = np.vstack([encoder.transform(s[0]) for s in synth])
-            y_rows = np.concatenate([[cls_pos.get(v, 0) for v in s[1]] for s in synth]).astype(np.int64)
-            m_rows = np.concatenate([s[2] for s in synth])
-            q_rows = np.vstack([s[3] for s in synth])
-        with progress(1, "untargeted attack classifier") as advance:
-            model = train_untargeted(x_rows, y_rows, q_rows, m_rows, len(classes), seed, o.per_class)
-            advance(1)
-        xt = encoder.transform(D.X.iloc[tpos])
-        qf = q_all.reshape(-1, len(classes))
-        reps = q_all.shape[0] * q_all.shape[1]
-        s, d = model.score(np.tile(xt, (reps, 1)), np.tile(ty, reps), qf)
-        results["untargeted"] = (s.reshape(shape), d.reshape(shape))
-        extra["untargeted"] = {"attack_training_rows": int(len(m_rows)), "per_class": o.per_class,
-                               "shadow_data": o.shadow_data}
+        out.results["untargeted"], out.extra["untargeted"] = attack_untargeted(run, draw, targets, evidence)
     if "threshold" in wants:
-        assert general is not None
-        tau = expected_training_loss(general.preds, general.members, y_idx)
-        sc, dc = np.empty(shape), np.zeros(shape, dtype=bool)
-        for i in range(o.iterations):
-            for t in range(o.targets):
-                sc[i, :, t], dc[i, :, t] = threshold(q_all[i, :, t], int(ty[t]), tau)
-        results["threshold"] = (sc, dc)
-        extra["threshold"] = {"threshold_loss": tau}
-    kl = np.full(o.targets, np.nan)
-    lira_score = np.full(o.targets, np.nan)
-    if need_evidence:
+        out.results["threshold"], out.extra["threshold"] = attack_threshold(run, draw, targets, evidence)
+    out.lira_score = np.full(run.options.targets, np.nan)
+    if wants & NEEDS_EVIDENCE:
         for name, fn in (("distance", distance), ("frequency", frequency)):
             if name in wants:
-                sc, dc = np.empty(shape), np.zeros(shape, dtype=bool)
-                for i in range(o.iterations):
-                    for t in range(o.targets):
-                        sc[i, :, t], dc[i, :, t] = fn(q_all[i, :, t], *evidence(i, t))
-                results[name] = (sc, dc)
-        keys = [(0, t) for t in range(o.targets)] if pool is not None else [
-            (i, t) for i in range(o.iterations) for t in range(o.targets)]
+                out.results[name] = per_target_attack(fn, targets, evidence)
         if "lira" in wants:
-            phis = {(i, t): tuple(lira_mod.logit_confidence(e, int(ty[t])) for e in evidence(i, t)) for i, t in keys}
-            m_min = min(min(len(a), len(b)) for a, b in phis.values())
-            per_record = m_min >= lira_mod.PER_RECORD_MIN
-            s_in = None if per_record else lira_mod.pooled_std([v[0] for v in phis.values()])
-            s_out = None if per_record else lira_mod.pooled_std([v[1] for v in phis.values()])
-            on_s, on_d = np.empty(shape), np.zeros(shape, dtype=bool)
-            off_s, off_d = np.empty(shape), np.zeros(shape, dtype=bool)
-            for i in range(o.iterations):
-                for t in range(o.targets):
-                    phi_in, phi_out = phis[(0, t) if pool is not None else (i, t)]
-                    obs = lira_mod.logit_confidence(q_all[i, :, t], int(ty[t]))
-                    on_s[i, :, t], on_d[i, :, t] = lira_mod.lira_online(obs, phi_in, phi_out, s_in, s_out)
-                    off_s[i, :, t], off_d[i, :, t] = lira_mod.lira_offline(obs, phi_out, s_out)
-            results["lira"] = (on_s, on_d)
-            results["lira_offline"] = (off_s, off_d)
-            lira_score = np.array([on_s[:, :, t][member[:, :, t]].mean() for t in range(o.targets)])
-            extra["lira"] = {"variance": "per-record" if per_record else "global",
-                             "std_in": s_in, "std_out": s_out}
-        for t in range(o.targets):
-            ev = [evidence(i, t) for i in ([0] if pool is not None else range(o.iterations))]
-            kl[t] = kl_leakage(np.concatenate([e[0] for e in ev]), np.concatenate([e[1] for e in ev]))
-    timings["attacks_s"] = time.perf_counter() - t0
+            online, offline, out.extra["lira"] = attack_lira(draw, targets, evidence, run.bin_size)
+            out.results["lira"], out.results["lira_offline"] = online, offline
+            out.lira_score = mean_member_score(online[0], targets.member)
+    out.leakage = leakage_per_target(evidence, draw, run.options.iterations)
+    run.timings["attacks_s"] = time.perf_counter() - t0
+    return out
 
-    # Per-target table and metrics.
-    names = [r for a in ATTACK_CHOICES if a in wants for r in RESULT_NAMES[a]]
+
+Scored = tuple[np.ndarray, np.ndarray]
+
+
+def attack_untargeted(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence) -> tuple[Scored, dict]:
+    """Shokri et al.'s shadow-model attack (Long et al., Algorithm 1): an attack classifier
+    trained on the shadows' (x, y, q, in/out) rows, queried with each target model's output."""
+    o, D, k = run.options, draw.D, len(draw.classes)
+    encoder = FeatureEncoder.fit(D.X, D.schema)
+    if run.source == "population":
+        general = evidence.general
+        assert general is not None
+        x_rows = np.tile(encoder.transform(D.X), (general.size, 1))
+        y_rows = np.tile(draw.y_idx, general.size)
+        q_rows = general.preds.reshape(-1, k)
+        m_rows = general.members.reshape(-1)
+    else:
+        with run.progress(o.shadows, f"shadow models ({o.shadow_data} data)") as advance:
+            synth = train_synthetic(
+                run.prep.template,
+                D.X,
+                D.y,
+                draw.classes,
+                o.shadows,
+                draw.n_half,
+                run.source,
+                run.fraction,
+                run.seed,
+                run.bin_size,
+                run.jobs,
+                o.backend,
+                advance,
+            )
+        run.fits["shadow_synthetic"] = o.shadows
+        cls_pos = draw.cls_pos
+        x_rows = np.vstack([encoder.transform(s[0]) for s in synth])
+        y_rows = np.concatenate([[cls_pos.get(v, 0) for v in s[1]] for s in synth]).astype(np.int64)
+        m_rows = np.concatenate([s[2] for s in synth])
+        q_rows = np.vstack([s[3] for s in synth])
+    with run.progress(1, "untargeted attack classifier") as advance:
+        model = train_untargeted(x_rows, y_rows, q_rows, m_rows, k, run.seed, o.per_class)
+        advance(1)
+    xt = encoder.transform(D.X.iloc[draw.tpos])
+    reps = targets.q.shape[0] * targets.q.shape[1]
+    s, d = model.score(np.tile(xt, (reps, 1)), np.tile(draw.target_y, reps), targets.q.reshape(-1, k))
+    shape = targets.member.shape
+    extra = {"attack_training_rows": int(len(m_rows)), "per_class": o.per_class, "shadow_data": o.shadow_data}
+    return (s.reshape(shape), d.reshape(shape)), extra
+
+
+def attack_threshold(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence) -> tuple[Scored, dict]:
+    """Yeom et al.'s loss threshold at the shadows' expected training loss."""
+    general = evidence.general
+    assert general is not None
+    tau = expected_training_loss(general.preds, general.members, draw.y_idx)
+    shape = targets.member.shape
+    sc, dc = np.empty(shape), np.zeros(shape, dtype=bool)
+    ty = draw.target_y
+    for i in range(shape[0]):
+        for t in range(shape[2]):
+            sc[i, :, t], dc[i, :, t] = threshold(targets.q[i, :, t], int(ty[t]), tau)
+    return (sc, dc), {"threshold_loss": tau}
+
+
+def per_target_attack(fn: Callable[..., Scored], targets: TargetOutputs, evidence: Evidence) -> Scored:
+    """A targeted attack ``fn(q, in_preds, out_preds)`` (Long et al. 5.3) on every target model."""
+    shape = targets.member.shape
+    sc, dc = np.empty(shape), np.zeros(shape, dtype=bool)
+    for i in range(shape[0]):
+        for t in range(shape[2]):
+            sc[i, :, t], dc[i, :, t] = fn(targets.q[i, :, t], *evidence.for_target(i, t))
+    return sc, dc
+
+
+def attack_lira(draw: Draw, targets: TargetOutputs, evidence: Evidence, bin_size: float) -> tuple[Scored, Scored, dict]:
+    """Carlini et al.'s LiRA, online and offline, on the logit of the true class's probability, with the
+    binned observation integrated over its bin and shrunk per-record variances (mptool.attacks.lira)."""
+    shape = targets.member.shape
+    ty = draw.target_y
+    keys = [(i, t) for i in evidence.iterations_used(shape[0]) for t in range(shape[2])]
+    phis = [[lira_mod.logit_confidence(e, int(ty[t])) for e in evidence.for_target(i, t)] for i, t in keys]
+    fit_in = lira_mod.fit_side([p[0] for p in phis], bin_size)
+    fit_out = lira_mod.fit_side([p[1] for p in phis], bin_size)
+    where = {k: j for j, k in enumerate(keys)}
+    on_s, on_d = np.empty(shape), np.zeros(shape, dtype=bool)
+    off_s, off_d = np.empty(shape), np.zeros(shape, dtype=bool)
+    for i in range(shape[0]):
+        for t in range(shape[2]):
+            j = where[(0, t) if evidence.pool is not None else (i, t)]
+            lo, hi = lira_mod.logit_interval(targets.q[i, :, t], int(ty[t]), bin_size)
+            (on_s[i, :, t], on_d[i, :, t]), (off_s[i, :, t], off_d[i, :, t]) = lira_mod.lira_binned(
+                lo, hi, (fit_in.mean[j], fit_in.std[j]), (fit_out.mean[j], fit_out.std[j])
+            )
+    extra = {
+        "observation": "the bin of p_y (Gaussian in logit space integrated over it)" if bin_size > 0 else "exact p_y",
+        "prior_models": lira_mod.PRIOR_MODELS,
+        "pooled_std_in": fit_in.pooled_std,
+        "pooled_std_out": fit_out.pooled_std,
+        "models_in": [int(fit_in.count.min()), int(fit_in.count.max())],
+        "models_out": [int(fit_out.count.min()), int(fit_out.count.max())],
+    }
+    return (on_s, on_d), (off_s, off_d), extra
+
+
+def mean_member_score(scores: np.ndarray, member: np.ndarray) -> np.ndarray:
+    """Per target: the mean score over the attempts where the target was a member."""
+    return np.array([scores[:, :, t][member[:, :, t]].mean() for t in range(member.shape[2])])
+
+
+def leakage_per_target(evidence: Evidence, draw: Draw, iterations: int) -> list[LeakageEstimate] | None:
+    """Farokhi & Kaafar's KL membership leakage of each target from all its unbinned in/out shadow
+    outputs (mptool.attacks.leakage); None without per-record shadows (no pool, no pairs)."""
+    if evidence.pool is None and evidence.pairs is None:
+        return None
+    out = []
+    for t, y in enumerate(draw.target_y):
+        ev = [evidence.raw_for_target(i, t) for i in evidence.iterations_used(iterations)]
+        phi_in, sat_in = true_label_logit(np.concatenate([e[0] for e in ev]), int(y))
+        phi_out, sat_out = true_label_logit(np.concatenate([e[1] for e in ev]), int(y))
+        out.append(kl_leakage(phi_in, phi_out, sat_in, sat_out))
+    return out
+
+
+def score(
+    run: Run, draw: Draw, targets: TargetOutputs, measured: PdtpMeasure, attacked: AttackResults, t_start: float
+) -> AttackOutcome:
+    """Per-target accuracy table, per-attack metrics over all attempts and the run summary
+    (Long et al. 5.4, step 4; Tables 1 and 2)."""
+    names = [r for a in ATTACK_CHOICES if a in run.options.attacks for r in RESULT_NAMES[a]]
+    table, attack_out = per_target_table(draw, targets, measured, attacked, names)
+    summary = run_summary(run, draw, targets, measured, table, attack_out, names, attacked)
+    summary["timings"] = {k: round(v, 3) for k, v in {**run.timings, "total_s": time.perf_counter() - t_start}.items()}
+    summary["manifest"] = manifest(
+        run.prep.spec.sha256(), run.prep.population.sha256, run.seed, run.prep.population.source
+    )
+    notes = run.notes
+    attempts = attempts_frame(draw.D.rows[draw.tpos], targets.member, {n: attacked.results[n] for n in names})
+    if "untargeted" in run.options.attacks and run.options.shadow_pool:
+        notes.append(
+            f"the untargeted and threshold attacks use the {run.options.shadow_pool} pool models as their shadows"
+        )
+    return AttackOutcome(table=table, attacks=attack_out, summary=summary, notes=notes, attempts=attempts)
+
+
+def per_target_table(
+    draw: Draw, targets: TargetOutputs, measured: PdtpMeasure, attacked: AttackResults, names: list[str]
+) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
+    """attack.csv (one row per target, columns as in ATTACK_COLUMNS) and each attack's metrics."""
+    D, tpos, member = draw.D, draw.tpos, targets.member
     table = pd.DataFrame({"row": D.rows[tpos]})
     if D.ids is not None:
         table["id"] = D.ids[tpos]
     table["label"] = D.y[tpos]
-    table["pdtp_mean"] = pdtp_mean
+    table["pdtp_mean"] = measured.mean
     attack_out: dict[str, dict[str, Any]] = {}
-    acc_cols = []
     for name in names:
-        score, decision = results[name]
-        correct = decision == member
-        per_target = correct.mean(axis=(0, 1))
+        sc, decision = attacked.results[name]
+        per_target = (decision == member).mean(axis=(0, 1))
         table[f"{name}_accuracy"] = per_target
-        acc_cols.append(f"{name}_accuracy")
-        m = binary_metrics(member, decision, score)
+        m = binary_metrics(member, decision, sc)
         m["per_target_accuracy_mean"] = float(per_target.mean())
         m["per_target_accuracy_max"] = float(per_target.max())
-        m["correlation_with_pdtp"] = correlations(per_target, pdtp_mean)
-        m.update(extra.get(name, {}))
+        m["correlation_with_pdtp"] = correlations(per_target, measured.mean)
+        m.update(attacked.extra.get(name, {}))
         m["roc"] = m.pop("roc")  # the long arrays last
         attack_out[name] = m
-    table["max_accuracy"] = table[acc_cols].max(axis=1)
-    table["lira_score"] = lira_score
-    table["kl_leakage"] = kl
-    table["n_attacks"] = 2 * o.iterations
-    table["pdtp_measurements"] = pdtp_n
+    table["max_accuracy"] = table[[f"{n}_accuracy" for n in names]].max(axis=1)
+    table["lira_score"] = attacked.lira_score
+    table["kl_leakage"] = np.full(len(tpos), np.nan) if attacked.kl is None else attacked.kl
+    table["n_attacks"] = 2 * member.shape[0]
+    table["pdtp_measurements"] = measured.count
+    return table, attack_out
 
+
+def gate(options: AttackOptions, attack_out: dict[str, dict[str, Any]]) -> tuple[str, str | None, list[str]]:
+    """The most accurate attack, the attack of highest AUC, and the gates they exceed."""
     best_acc = max(attack_out, key=lambda k: attack_out[k]["accuracy"])
     aucs = {k: v["auc"] for k, v in attack_out.items() if v["auc"] is not None}
     best_auc = max(aucs, key=lambda k: aucs[k]) if aucs else None
     exceeded = []
-    if o.max_accuracy is not None and attack_out[best_acc]["accuracy"] > o.max_accuracy:
-        exceeded.append(f"{best_acc} accuracy {attack_out[best_acc]['accuracy']:.4f} > {o.max_accuracy:g}")
-    if o.max_auc is not None and best_auc is not None and aucs[best_auc] > o.max_auc:
-        exceeded.append(f"{best_auc} AUC {aucs[best_auc]:.4f} > {o.max_auc:g}")
+    if options.max_accuracy is not None and attack_out[best_acc]["accuracy"] > options.max_accuracy:
+        exceeded.append(f"{best_acc} accuracy {attack_out[best_acc]['accuracy']:.4f} > {options.max_accuracy:g}")
+    if options.max_auc is not None and best_auc is not None and aucs[best_auc] > options.max_auc:
+        exceeded.append(f"{best_auc} AUC {aucs[best_auc]:.4f} > {options.max_auc:g}")
+    return best_acc, best_auc, exceeded
 
-    summary: dict[str, Any] = {
-        "estimator": prep.choice.name,
+
+def run_summary(
+    run: Run,
+    draw: Draw,
+    targets: TargetOutputs,
+    measured: PdtpMeasure,
+    table: pd.DataFrame,
+    attack_out: dict[str, dict[str, Any]],
+    names: list[str],
+    attacked: AttackResults,
+) -> dict[str, Any]:
+    """attack.json's summary: the run's setup, target-model accuracy, PDTP, leakage, gate, fits."""
+    o, pm = run.options, measured.mean
+    kl = table["kl_leakage"].to_numpy(dtype=float)
+    leakage: dict[str, Any] = {
+        "estimated": 0,
+        "note": "needs per-record shadows: --shadow-pool or the targeted attacks",
+    }
+    if attacked.leakage is not None:
+        leakage = summarise(attacked.leakage, {n: table[f"{n}_accuracy"].to_numpy() for n in names})
+    leakage["correlation_with_pdtp"] = correlations(kl, pm)
+    best_acc, best_auc, exceeded = gate(o, attack_out)
+    finite = np.isfinite(pm).any()
+    return {
+        "estimator": run.prep.choice.name,
         "attacks": names,
         "candidates": o.candidates,
-        "train_size": n_half,
+        "train_size": draw.n_half,
         "targets": o.targets,
         "iterations": o.iterations,
-        "pdtp_iterations": n_pdtp,
-        "engine": engine_name,
+        "pdtp_iterations": measured.iterations,
+        "engine": measured.engine,
         "shadows": o.shadows,
         "pairs": o.pairs,
         "shadow_pool": o.shadow_pool,
         "shadow_data": o.shadow_data,
-        "classes": classes.tolist(),
-        "bin_size": bin_size,
-        "target_model": {"train_accuracy": train_acc, "test_accuracy": test_acc},
-        "pdtp_mean_average": float(np.nanmean(pdtp_mean)) if np.isfinite(pdtp_mean).any() else None,
-        "pdtp_mean_max": float(np.nanmax(pdtp_mean)) if np.isfinite(pdtp_mean).any() else None,
+        "classes": draw.classes.tolist(),
+        "bin_size": run.bin_size,
+        "target_model": {"train_accuracy": targets.train_accuracy, "test_accuracy": targets.test_accuracy},
+        "pdtp_mean_average": float(np.nanmean(pm)) if finite else None,
+        "pdtp_mean_max": float(np.nanmax(pm)) if finite else None,
         "max_accuracy": {
             "mean": float(table["max_accuracy"].mean()),
-            "correlation_with_pdtp": correlations(table["max_accuracy"].to_numpy(), pdtp_mean),
+            "correlation_with_pdtp": correlations(table["max_accuracy"].to_numpy(), pm),
         },
-        "kl_leakage": {
-            "method": "Farokhi & Kaafar Remark 3: symmetric KL of Gaussians fitted to in/out shadow outputs",
-            "mean": float(np.nanmean(kl)) if np.isfinite(kl).any() else None,
-            "correlation_with_pdtp": correlations(kl, pdtp_mean),
-        },
+        "kl_leakage": leakage,
         "best_accuracy_attack": best_acc,
         "best_auc_attack": best_auc,
+        "strongest_attack": strongest_attack(attack_out),
+        "metrics": METRICS_NOTE,
         "gate": {"max_accuracy": o.max_accuracy, "max_auc": o.max_auc, "exceeded": exceeded},
-        "fits": {**fits, "total": int(sum(v for k, v in fits.items() if k != "pdtp_leave_one_out_records"))},
-        "jobs": jobs,
-        "timings": {k: round(v, 3) for k, v in {**timings, "total_s": time.perf_counter() - t_start}.items()},
-        "manifest": manifest(spec.sha256(), pop.sha256, seed, pop.source),
+        "fits": {**run.fits, "total": int(sum(v for k, v in run.fits.items() if k != "pdtp_leave_one_out_records"))},
+        "jobs": run.jobs,
     }
-    if "untargeted" in wants and pool is not None:
-        notes.append(f"the untargeted and threshold attacks use the {pool.size} pool models as their shadows")
-    return AttackOutcome(table=table, attacks=attack_out, summary=summary, notes=notes)
 
 
 def summary_lines(outcome: AttackOutcome) -> list[str]:
     """Plain-text lines for the terminal: one per attack, then the target model and PDTP."""
     s = outcome.summary
-    lines = [f"{'attack':<14}{'accuracy':>9}{'AUC':>8}{'adv':>8}{'TPR@1%':>8}{'prec':>7}{'recall':>7}"
-             f"{'F1':>7}{'r(PDTP)':>9}"]
+    lines = [
+        f"{'attack':<14}{'accuracy':>9}{'AUC':>8}{'adv':>8}{'TPR@1%':>8}{'prec':>7}{'recall':>7}{'F1':>7}{'r(PDTP)':>9}"
+    ]
 
     def f(v: Any, w: int, d: int = 4) -> str:
         return f"{v:>{w}.{d}f}" if isinstance(v, int | float) and v == v else f"{'-':>{w}}"
@@ -540,6 +760,12 @@ def summary_lines(outcome: AttackOutcome) -> list[str]:
             f"{name:<14}{f(m['accuracy'], 9)}{f(m['auc'], 8, 3)}{f(m['advantage'], 8, 3)}"
             f"{f(m['tpr_at_1pct_fpr'], 8, 3)}{f(m['precision'], 7, 3)}{f(m['recall'], 7, 3)}{f(m['f1'], 7, 3)}"
             f"{f(r, 9, 3)}"
+        )
+    best = s.get("strongest_attack")
+    if best is not None:
+        lines.append(
+            f"strongest attack: {best['name']}, TPR {best['tpr_at_1pct_fpr']:.3f} at 1% FPR "
+            f"(AUC {best['auc']:.3f}; {best['nonmember_attempts']} non-member attempts)"
         )
     tm = s["target_model"]
     lines.append(

@@ -3,7 +3,9 @@
 Every attack of Long et al. (section 5.3) and Shokri et al. (section V-B) learns from
 *shadow models*: copies of the training algorithm A fitted on data the adversary controls,
 so it knows which records each shadow saw. This module trains them in parallel and returns
-only what the attacks need: binned prediction vectors and membership masks.
+only what the attacks need: binned prediction vectors and membership masks, and the
+unbinned vectors of the pool and pairs (the auditor's own models: kl_leakage is estimated
+on them, see :mod:`mptool.attacks.leakage`).
 
 - :func:`train_pool` fits K models on random size-n subsets of the candidate set D and
   predicts every record of D. It serves as the untargeted attack's shadows (Long et al.,
@@ -52,6 +54,7 @@ class ShadowPool:
 
     members: np.ndarray  # (K, |D|) bool: record j of D is in shadow k's training set
     preds: np.ndarray  # (K, |D|, classes) binned prediction vectors on every record of D
+    raw: np.ndarray | None = None  # (K, |D|, classes) the same vectors unbinned
 
     @property
     def size(self) -> int:
@@ -62,6 +65,12 @@ class ShadowPool:
         inside = self.members[:, j]
         return self.preds[inside, j], self.preds[~inside, j]
 
+    def raw_evidence(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`evidence`, unbinned."""
+        assert self.raw is not None
+        inside = self.members[:, j]
+        return self.raw[inside, j], self.raw[~inside, j]
+
 
 @dataclass(frozen=True)
 class ShadowPairs:
@@ -69,6 +78,8 @@ class ShadowPairs:
 
     in_preds: np.ndarray  # (targets, M, classes)
     out_preds: np.ndarray  # (targets, M, classes)
+    in_raw: np.ndarray | None = None  # (targets, M, classes) unbinned
+    out_raw: np.ndarray | None = None
 
 
 def pool_chunk(
@@ -80,18 +91,21 @@ def pool_chunk(
     train_size: int,
     seed: int,
     bin_size: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Fit pool models ``indices``: each on a seeded random subset of D of ``train_size`` records."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fit pool models ``indices``: each on a seeded random subset of D of ``train_size`` records.
+
+    Returns membership masks, binned and unbinned prediction vectors on every record of D.
+    """
     n = len(y)
     members = np.zeros((len(indices), n), dtype=bool)
-    preds = np.empty((len(indices), n, len(classes)))
+    raw = np.empty((len(indices), n, len(classes)))
     for row, k in enumerate(indices):
         signals.check()  # threading workers stop here after an interrupt
         idx = rng_for(seed, TAG_POOL, k).choice(n, size=train_size, replace=False)
         members[row, idx] = True
         model = fit(template, X.iloc[np.sort(idx)], y[np.sort(idx)])
-        preds[row] = bin_probabilities(proba_in(model, X, classes), bin_size)
-    return members, preds
+        raw[row] = proba_in(model, X, classes)
+    return members, bin_probabilities(raw, bin_size), raw
 
 
 def train_pool(
@@ -116,7 +130,9 @@ def train_pool(
         backend=backend,
         on_result=lambda r: advance(len(r[0])),
     )
-    return ShadowPool(np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    return ShadowPool(
+        np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+    )
 
 
 def pairs_chunk(
@@ -129,8 +145,11 @@ def pairs_chunk(
     train_size: int,
     seed: int,
     bin_size: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """In/out pairs for each ``(iteration, target position)`` row of ``items`` (Long et al. 5.3)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """In/out pairs for each ``(iteration, target position)`` row of ``items`` (Long et al. 5.3).
+
+    Returns the in and out models' binned predictions on x_t, then the same unbinned.
+    """
     n = len(y)
     k = len(classes)
     out_in = np.empty((len(items), n_pairs, k))
@@ -145,9 +164,9 @@ def pairs_chunk(
             with_t = np.sort(np.append(base, t))
             m_in = fit(template, X.iloc[with_t], y[with_t])
             m_out = fit(template, X.iloc[base], y[base])
-            out_in[row, j] = bin_probabilities(proba_in(m_in, x_t, classes)[0], bin_size)
-            out_out[row, j] = bin_probabilities(proba_in(m_out, x_t, classes)[0], bin_size)
-    return out_in, out_out
+            out_in[row, j] = proba_in(m_in, x_t, classes)[0]
+            out_out[row, j] = proba_in(m_out, x_t, classes)[0]
+    return bin_probabilities(out_in, bin_size), bin_probabilities(out_out, bin_size), out_in, out_out
 
 
 def train_pairs(
@@ -175,9 +194,9 @@ def train_pairs(
         backend=backend,
         on_result=lambda r: advance(len(r[0])),
     )
-    ins = np.concatenate([p[0] for p in parts]).reshape(iterations, len(targets), n_pairs, len(classes))
-    outs = np.concatenate([p[1] for p in parts]).reshape(iterations, len(targets), n_pairs, len(classes))
-    return [ShadowPairs(ins[i], outs[i]) for i in range(iterations)]
+    shape = (iterations, len(targets), n_pairs, len(classes))
+    ins, outs, ins_raw, outs_raw = (np.concatenate([p[c] for p in parts]).reshape(shape) for c in range(4))
+    return [ShadowPairs(ins[i], outs[i], ins_raw[i], outs_raw[i]) for i in range(iterations)]
 
 
 def parse_source(text: str) -> tuple[str, float]:

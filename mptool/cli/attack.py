@@ -75,12 +75,16 @@ def attack(
 
     DIR/attack.csv, one row per target: row, [id], label, pdtp_mean, <attack>_accuracy per
     attack (lira gives lira_ and lira_offline_), max_accuracy, lira_score (mean online
-    LiRA log-likelihood ratio while a member), kl_leakage (Farokhi-Kaafar), n_attacks,
-    pdtp_measurements. DIR/attack.json: {"summary": {...}, "attacks": {name: {accuracy,
+    LiRA log-likelihood ratio while a member), kl_leakage (Farokhi-Kaafar, nats; empty where
+    not estimable), n_attacks, pdtp_measurements. DIR/attack.json: {"summary": {...}, "attacks":
+    {name: {accuracy,
     precision, recall, f1, auc, advantage, tpr_at_1pct_fpr, tpr_at_0.1pct_fpr,
-    correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}.
+    correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}; summary.strongest_attack names
+    the attack of highest TPR at 1% FPR. DIR/attempts.csv, one row per attack per attempt:
+    row, iteration, attack, member, score, decision (every metric recomputes from it).
     """
     from mptool.api.operations import attack as run
+    from mptool.attacks.metrics import attempts_csv
     from mptool.attacks.protocol import parse_attacks, summary_lines
     from mptool.inputs.prepare import prepare
     from mptool.inputs.spec import load_spec
@@ -100,7 +104,7 @@ def attack(
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
     spec = load_spec(spec_path, {"seed": seed, "output.bin_size": bin_size})
     inputs = {"the data file": data_path, "the spec": spec_path}
-    results = ["attack.csv", "attack.json"]
+    results = ["attack.csv", "attack.json", "attempts.csv"]
     out_dir = prepare_out_dir(out or default_out_dir("attack"), results, force, resume=resume, inputs=inputs)
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:
@@ -122,6 +126,7 @@ def attack(
     document = {"summary": summary, "attacks": dict(result.attacks), "records": records_for_json(result.table)}
     write_atomic(out_dir / "attack.csv", to_csv(result.table))
     write_atomic(out_dir / "attack.json", to_json(document))
+    write_atomic(out_dir / "attempts.csv", attempts_csv(result.attempts))
     opener.finish("task(s)")
     for note in result.notes[len(prep.notes):]:
         ui.info(note, quiet)
@@ -130,5 +135,5 @@ def attack(
     exceeded = result.summary["gate"]["exceeded"]
     for item in exceeded:
         ui.echo(f"gate exceeded: {item}")
-    ui.info(f"results: {out_dir / 'attack.csv'}, {out_dir / 'attack.json'}", quiet)
+    ui.info(f"results: {out_dir / 'attack.csv'}, {out_dir / 'attack.json'}, {out_dir / 'attempts.csv'}", quiet)
     return EXIT_FINDING if exceeded else EXIT_OK

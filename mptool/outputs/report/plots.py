@@ -6,8 +6,8 @@ is made reproducible: fixed hash salt for element ids and no creation date.
 
 Figures follow Long et al.: PDTP histogram with the DTP-1 threshold (section 5.5),
 per-attack per-target accuracy against mean PDTP with Pearson's coefficient (Figure 1),
-maximum accuracy across attacks against PDTP (Figure 2), ROC curves on log-scaled FPR
-(Carlini et al.'s recommended view), and the reduce-dtp sawtooth (section 8, Figure 6).
+maximum accuracy across attacks against PDTP (Figure 2), ROC curves as steps on log-scaled
+FPR (Carlini et al.'s recommended view), and the reduce-dtp sawtooth (section 8, Figure 6).
 """
 
 from __future__ import annotations
@@ -144,8 +144,11 @@ def max_accuracy_plot(pdtp_mean: Sequence[float], max_accuracy: Sequence[float],
 def roc_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float], float | None]]) -> str:
     """ROC curve of each attack on a log-scaled false-positive-rate axis, with the chance line.
 
-    ``curves`` maps an attack to (fpr, tpr, auc). FPR values of 0 cannot appear on a log
-    axis; they are drawn at the left edge (the smallest positive FPR over all curves / 2).
+    ``curves`` maps an attack to (fpr, tpr, auc). Curves are drawn as steps (TPR held until
+    the next point's FPR, matplotlib's ``steps-post``): straight segments between ROC points
+    would, on a log axis, show TPR that no threshold reaches at low FPR and make weak attacks
+    look strong there. FPR values of 0 cannot appear on a log axis; they are drawn at the
+    left edge (the smallest positive FPR over all curves / 2).
     """
     plt = _pyplot()
     fprs = [np.asarray(c[0], dtype=float) for c in curves.values()]
@@ -157,7 +160,7 @@ def roc_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float], floa
         for name, (fpr, tpr, auc) in curves.items():
             f = np.clip(np.asarray(fpr, float), left, 1.0)
             label = name if auc is None else f"{name} (AUC {auc:.3f})"
-            ax.plot(f, np.asarray(tpr, float), linewidth=1.3, label=label)
+            ax.plot(f, np.asarray(tpr, float), drawstyle="steps-post", linewidth=1.3, label=label)
         grid = np.logspace(math.log10(left), 0, 50)
         ax.plot(grid, grid, color=GREY, linestyle=":", linewidth=1, label="chance")
         ax.set_xscale("log")
