@@ -67,7 +67,7 @@ def _normalise(jll: np.ndarray, present: np.ndarray) -> np.ndarray:
     return np.exp(jll - logsumexp(jll, axis=1, keepdims=True))
 
 
-def _alpha(est: Any) -> float | None:
+def smoothing_alpha(est: Any) -> float | None:
     """The effective scalar smoothing sklearn uses, or None if it is not a positive scalar."""
     a = est.alpha
     if not np.isscalar(a):
@@ -202,7 +202,7 @@ def categorical_parts(template: Any) -> tuple[DomainEncoder, CategoricalNB] | st
         return "CategoricalNB needs mptool's fixed-domain encoder"
     if est.class_prior is not None:
         return "class_prior given by hand"
-    if _alpha(est) is None:
+    if smoothing_alpha(est) is None:
         return "alpha must be a positive scalar"
     n_codes = np.asarray(enc.n_codes())
     mc = est.min_categories
@@ -367,7 +367,7 @@ def discrete_loo(design: Design, y_idx: np.ndarray, n_classes: int, positions: n
     bern = isinstance(est, BernoulliNB)
     if bern and est.binarize is not None:
         X = (X > est.binarize).astype(float)
-    alpha = _alpha(est)
+    alpha = smoothing_alpha(est)
     Y = np.eye(n_classes)[y_idx]
     fc = Y.T @ X
     cc = Y.sum(axis=0)
@@ -424,7 +424,7 @@ class NaiveBayesEngine:
                 return "priors given by hand"
         elif est.class_prior is not None:
             return "class_prior given by hand"
-        elif _alpha(est) is None:
+        elif smoothing_alpha(est) is None:
             return "alpha must be a positive scalar"
         parts = design_parts(template)
         if isinstance(parts, str):
@@ -447,7 +447,7 @@ class NaiveBayesEngine:
             enc, cat_est = categorical_parts(request.template)  # type: ignore[misc]
             codes = enc.transform(T.X[list(request.template.steps[0][1].transformers[0][2])])
             counts = CategoricalCounts.from_codes(
-                codes, y_idx, C, np.asarray(cat_est.min_categories), _alpha(cat_est), cat_est.fit_prior
+                codes, y_idx, C, np.asarray(cat_est.min_categories), smoothing_alpha(cat_est), cat_est.fit_prior
             )
             fulls, loos = [], []
             for start in range(0, len(pos), BLOCK):
@@ -573,7 +573,9 @@ def _categorical_bound(request: LooRequest) -> np.ndarray:
     codes = enc.transform(T.X[list(request.template.steps[0][1].transformers[0][2])])
     C = len(request.classes)
     y_idx = class_index(T.y, request.classes)
-    counts = CategoricalCounts.from_codes(codes, y_idx, C, np.asarray(est.min_categories), _alpha(est), est.fit_prior)
+    counts = CategoricalCounts.from_codes(
+        codes, y_idx, C, np.asarray(est.min_categories), smoothing_alpha(est), est.fit_prior
+    )
     a, cc = counts.alpha, counts.class_count
     pos = np.asarray(request.positions, dtype=np.int64)
     y = y_idx[pos]
@@ -627,7 +629,7 @@ def _discrete_bound(request: LooRequest) -> np.ndarray | str:
     if bern and est.binarize is not None:
         X = (X > est.binarize).astype(float)
         blocks = [(sl, (S > est.binarize).astype(float)) for sl, S in blocks]
-    alpha, C = _alpha(est), len(request.classes)
+    alpha, C = smoothing_alpha(est), len(request.classes)
     y_idx = class_index(T.y, request.classes)
     Y = np.eye(C)[y_idx]
     cc = Y.sum(axis=0)

@@ -40,7 +40,7 @@ from mptool.inputs.neighbors import TieStableKNeighborsClassifier
 from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.design import class_index, design_parts, fixed_blocks
 from mptool.loo.linear import linear_blocks, linear_dtp_upper, lipschitz_constant
-from mptool.loo.naive_bayes import CategoricalCounts, _alpha, categorical_parts, nb_dtp_upper, paper_delta
+from mptool.loo.naive_bayes import CategoricalCounts, categorical_parts, nb_dtp_upper, paper_delta, smoothing_alpha
 from mptool.privacy.calibration import bin_probabilities, binned_bound, max_log_ratio
 from mptool.privacy.dtp import raw_pdtp
 from mptool.runtime.errors import InputError
@@ -215,7 +215,7 @@ def query_dtp(request: LooRequest, Xq: pd.DataFrame, bin_size: float, advance: C
         codes, qcodes = enc.transform(T.X[cols]), enc.transform(Xq[cols])
         y_idx = class_index(T.y, request.classes)
         counts = CategoricalCounts.from_codes(
-            codes, y_idx, len(request.classes), np.asarray(est.min_categories), _alpha(est), est.fit_prior
+            codes, y_idx, len(request.classes), np.asarray(est.min_categories), smoothing_alpha(est), est.fit_prior
         )
         block = max(1, 2_000_000 // max(1, len(qcodes) * len(request.classes)))
         out = np.empty(len(pos))
