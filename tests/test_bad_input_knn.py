@@ -14,7 +14,7 @@ from test_bad_input import good_csv, pdtp_args, snapshot
 
 CASES = {
     "knn-1 metric without a tie rule": ({"metric": "cosine"}, ["metric 'cosine'", "use metric euclidean"]),
-    "knn-2 minkowski p other than 1, 2, inf": ({"p": 3}, ["minkowski p=3", "p 1, 2 or .inf"]),
+    "knn-2 minkowski p other than 1, 2, inf": ({"p": 3}, ["minkowski p=3", "minkowski with p 1 or 2"]),
     "knn-3 metric_params": ({"metric_params": [1, 2]}, ["metric_params", "no metric_params"]),
     "knn-4 n_neighbors not a whole number >= 1": ({"n_neighbors": 0}, ["n_neighbors must be a whole number"]),
     "knn-5 unknown weights": ({"weights": "gaussian"}, ["weights must be 'uniform' or 'distance'"]),

@@ -65,7 +65,7 @@ TILE_PAIRS = 1 << 14
 #: Largest integer float64 adds without rounding; the matrix-product path stays below it.
 EXACT_INT = float(2**52)
 
-SUPPORTED_HINT = "use metric euclidean, manhattan or chebyshev (minkowski with p 1, 2 or .inf), no metric_params"
+SUPPORTED_HINT = "use metric euclidean, manhattan or chebyshev (or minkowski with p 1 or 2), no metric_params"
 
 
 def metric_kind(metric: Any, p: Any, metric_params: Any) -> str:
