@@ -69,7 +69,7 @@ from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.calibration import bin_probabilities
-from mptool.privacy.dtp import pdtp
+from mptool.privacy.dtp import pdtp_of
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, resolve_jobs, run_tasks
 
@@ -422,7 +422,7 @@ def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
                     )
                     res = engine.run(req, advance)
                     engine_name = res.engine
-                    vals = pdtp(bin_probabilities(res.p_full, bin_size), bin_probabilities(res.p_loo, bin_size))
+                    vals = pdtp_of(res.p_full, res.p_loo, bin_size)
                     total[which] += vals.pdtp
                     count[which] += 1
         run.fits["pdtp_full"] = 2 * n_pdtp

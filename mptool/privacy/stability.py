@@ -41,8 +41,8 @@ from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.design import class_index, design_parts, fixed_blocks
 from mptool.loo.linear import linear_blocks, linear_dtp_upper, lipschitz_constant
 from mptool.loo.naive_bayes import CategoricalCounts, categorical_parts, nb_dtp_upper, paper_delta, smoothing_alpha
-from mptool.privacy.calibration import bin_probabilities, binned_bound, max_log_ratio
-from mptool.privacy.dtp import raw_pdtp
+from mptool.privacy.calibration import binned_bound, max_log_ratio
+from mptool.privacy.dtp import pdtp_of, raw_pdtp
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, run_tasks
 
@@ -181,10 +181,10 @@ def resolve_queries(choice: str, train: Records, missing: tuple[str, ...] | list
 
 
 def _max_ratio(p_full_q: np.ndarray, p_loo_q: np.ndarray, bin_size: float) -> np.ndarray:
-    """max over queries and classes of |ln p - ln p'| after binning; p_loo_q is (records, Q, C)."""
-    a = np.log(bin_probabilities(p_full_q, bin_size))
-    b = np.log(bin_probabilities(p_loo_q, bin_size))
-    return np.abs(b - a[None, :, :]).max(axis=(1, 2))
+    """max over queries and classes of |ln p - ln p'| after binning (:func:`pdtp_of`); p_loo_q is (records, Q, C)."""
+    r, q, c = p_loo_q.shape
+    full = np.broadcast_to(p_full_q[None, :, :], (r, q, c)).reshape(r * q, c)
+    return pdtp_of(full, p_loo_q.reshape(r * q, c), bin_size).pdtp.reshape(r, q).max(axis=1, initial=0.0)
 
 
 def _refit_queries_chunk(template: Any, X: pd.DataFrame, y: np.ndarray, classes: np.ndarray, Xq: pd.DataFrame,
