@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mptool.inputs.fingerprint import fingerprints, identity, run_key
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
 from mptool.outputs.results import manifest
@@ -39,6 +40,8 @@ PDTP_COLUMNS = {
     "dtp_upper_binned": "dtp_upper carried to binned probabilities (never below ln 3 when binning): pdtp <= this",
     "dtp_upper_vacuous": "true when dtp_upper is at or above the binning cap ln((1 - b/2)/(b/2)) (5.29 for b = 0.01)",
     "dtp_queries": "with --queries train|FILE: max over the query points and classes of the binned log-ratio",
+    "fingerprint": "keyed hash of the record's feature and label values (mptool.inputs.fingerprint): finds the "
+    "record again in another run (--baseline, --waivers, mptool diff) without publishing its values",
 }
 
 
@@ -111,6 +114,7 @@ def run_pdtp(
     t0 = time.perf_counter()
     spec, T = prep.spec, prep.train
     positions = select_positions(prep, options.records, options.sample)
+    key = run_key(prep.population)  # before any fit: an empty MPTOOL_FINGERPRINT_KEY stops the run here
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template)
     full_model = fit_checked(prep.template, T)
@@ -146,6 +150,7 @@ def run_pdtp(
     beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
     for name, column in beyond.items():
         table[name] = column
+    table["fingerprint"] = fingerprints(T.take(positions), key)
 
     train_acc = float(np.mean(full_model.predict(T.X) == T.y))
     summary: dict[str, Any] = summarize(values.pdtp, options.threshold)
@@ -166,6 +171,7 @@ def run_pdtp(
                 "total_s": round(time.perf_counter() - t0, 4),
             },
             "manifest": manifest(spec.sha256(), T.sha256, spec.seed, T.source),
+            "identity": identity(T, key, bin_size),
         }
     )
     return PdtpOutcome(table=table, summary=summary, notes=list(prep.notes))

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from mptool.cli import ci
 from mptool.cli.app import (
     AllowImportOpt,
     BackendOpt,
@@ -64,6 +65,7 @@ def attack(
     backend: BackendOpt = "loky",
     scheduler: SchedulerOpt = None,
     resume: ResumeOpt = False,
+    format: ci.FormatOpt = "csv",
 ) -> int:
     """Membership inference attacks under the paper's protocol, per-target accuracy beside PDTP.
 
@@ -92,6 +94,7 @@ def attack(
     from mptool.runtime.parallel import check_backend
 
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
+    formats = flags.check_formats(format)
     flags.check_attack_flags(
         counts={"candidates": candidates, "iterations": iterations, "targets": targets, "shadows": shadows,
                 "pairs": pairs, "shadow_pool": shadow_pool, "pdtp_iterations": pdtp_iterations},
@@ -104,7 +107,7 @@ def attack(
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
     spec = load_spec(spec_path, {"seed": seed, "output.bin_size": bin_size})
     inputs = {"the data file": data_path, "the spec": spec_path}
-    results = ["attack.csv", "attack.json", "attempts.csv"]
+    results = ["attack.csv", "attack.json", "attempts.csv", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("attack"), results, force, resume=resume, inputs=inputs)
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:
@@ -127,6 +130,8 @@ def attack(
     write_atomic(out_dir / "attack.csv", to_csv(result.table))
     write_atomic(out_dir / "attack.json", to_json(document))
     write_atomic(out_dir / "attempts.csv", attempts_csv(result.attempts))
+    if "junit" in formats:
+        ci.write_junit(out_dir, "mptool attack", ci.attack_cases(summary), float(summary["timings"]["total_s"]))
     opener.finish("task(s)")
     for note in result.notes[len(prep.notes):]:
         ui.info(note, quiet)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from mptool.cli import ci
 from mptool.cli.app import (
     EXIT_CODES_HELP,
     AllowImportOpt,
@@ -89,12 +90,20 @@ def pdtp(
     backend: BackendOpt = "loky",
     scheduler: SchedulerOpt = None,
     resume: ResumeOpt = False,
+    baseline: ci.BaselineOpt = None,
+    baseline_tolerance: ci.ToleranceOpt = ci.DEFAULT_TOLERANCE,
+    waivers: ci.WaiversOpt = None,
+    format: ci.FormatOpt = "csv",
 ) -> int:
     """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
 
     Writes DIR/pdtp.csv (one row per record: row, [id], label, pdtp, worst_class, p_full,
-    p_loo, violation) and DIR/pdtp.json (summary + records). With no arguments, audits the
-    bundled UCI Adult data with configs/adult-nb.yaml.
+    p_loo, violation, ..., fingerprint) and DIR/pdtp.json (summary + records). With no arguments,
+    audits the bundled UCI Adult data with configs/adult-nb.yaml.
+
+    With --baseline, only records new or worse than the baseline run count (exit 1); with
+    --waivers, waived records do not count until their waiver expires. pdtp.json then has a
+    'baseline' block, pdtp.csv the columns baseline_status, baseline_pdtp and waived.
     """
     from mptool.api.operations import pdtp as run
     from mptool.api.operations import prepare_pdtp
@@ -105,6 +114,7 @@ def pdtp(
 
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
     flags.check_pdtp_flags(threshold=threshold, train_size=train_size, sample=sample)
+    formats = flags.check_ci_flags(formats=format, tolerance=baseline_tolerance, baseline=baseline, waivers=waivers)
     data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
@@ -112,8 +122,11 @@ def pdtp(
     spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
     rows = parse_rows(records)
     options = PdtpOptions(threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries)
-    inputs = {"the data file": data_path, "the spec": spec_path, "the --queries file": queries}
-    names = ["pdtp.csv", "pdtp.json"]
+    gate_inputs = ci.read_gate_inputs(baseline, waivers, baseline_tolerance)
+    inputs = {"the data file": data_path, "the spec": spec_path, "the --queries file": queries,
+              "the --baseline": gate_inputs.baseline.path if gate_inputs.baseline else None,
+              "the --waivers file": waivers}
+    names = ["pdtp.csv", "pdtp.json", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), names, force, resume=resume, inputs=inputs)
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
     for note in prep.notes:
@@ -127,9 +140,18 @@ def pdtp(
         checkpoint=opener, prepared=prep,
     )
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
-    write_atomic(out_dir / "pdtp.csv", to_csv(result.table))
-    write_atomic(out_dir / "pdtp.json", to_json({"summary": summary, "records": records_for_json(result.table)}))
+    table = result.table.copy()
+    outcome = ci.apply_gate(table, summary, threshold, gate_inputs)
+    if outcome is not None:
+        summary["baseline"] = outcome.block
+    write_atomic(out_dir / "pdtp.csv", to_csv(table))
+    write_atomic(out_dir / "pdtp.json", to_json({"summary": summary, "records": records_for_json(table)}))
+    if "junit" in formats:
+        ci.write_junit(out_dir, "mptool pdtp", ci.pdtp_cases(summary, table, outcome), summary["timings"]["total_s"])
     opener.finish("record(s)")
     print_pdtp_summary(dict(result.summary), result.table, quiet)
+    if outcome is not None:
+        ci.print_gate(outcome, bool(summary["identity"].get("id")), quiet)
     ui.info(f"results: {out_dir / 'pdtp.csv'}, {out_dir / 'pdtp.json'}", quiet)
-    return EXIT_FINDING if result.verdict == "fail" else EXIT_OK
+    verdict = outcome.verdict if outcome is not None else result.verdict
+    return EXIT_FINDING if verdict == "fail" else EXIT_OK

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from mptool.cli import ci
 from mptool.cli.app import (
     AllowImportOpt,
     BackendOpt,
@@ -61,6 +62,7 @@ def reduce_dtp(
     backend: BackendOpt = "loky",
     scheduler: SchedulerOpt = None,
     resume: ResumeOpt = False,
+    format: ci.FormatOpt = "csv",
 ) -> int:
     """Remove the riskiest records step by step until DTP-1 holds (Long et al. section 8).
 
@@ -87,6 +89,7 @@ def reduce_dtp(
 
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
     flags.check_reduce_flags(threshold=threshold, train_size=train_size, max_removals=max_removals)
+    formats = flags.check_formats(format)
     data_path, spec_path = resolve_inputs(data, model, "reduce-dtp", quiet)
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
@@ -94,6 +97,7 @@ def reduce_dtp(
     parse_strategy(strategy)
     spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
     names = ["reduce.csv", "reduce.json", *(["clean-spec.yaml"] if write_clean else [])]
+    names += ["junit.xml"] if "junit" in formats else []
     inputs = {"the data file": data_path, "the spec": spec_path}
     out_dir = prepare_out_dir(out or default_out_dir("reduce"), names, force, resume=resume, inputs=inputs)
     if write_clean is not None:
@@ -119,6 +123,9 @@ def reduce_dtp(
     document["trace"] = document.pop("trace")  # the long list last
     write_atomic(out_dir / "reduce.csv", to_csv(outcome.table))
     write_atomic(out_dir / "reduce.json", to_json(document))
+    if "junit" in formats:
+        cases = ci.reduce_cases(outcome.summary, outcome.table)
+        ci.write_junit(out_dir, "mptool reduce-dtp", cases, float(outcome.summary["timings"]["total_s"]))
     opener.finish("task(s)")
     print_trace(outcome, quiet)
     ui.info(f"results: {out_dir / 'reduce.csv'}, {out_dir / 'reduce.json'}", quiet)

@@ -227,3 +227,38 @@ def check_operation(
         check_threshold(threshold, "threshold")
     check_count(sample, "sample", 1)
     check_count(max_removals, "max_removals", 0, MAX_REMOVALS_MAX)
+
+
+#: Output formats of ``--format`` on pdtp, attack and reduce-dtp: csv and json are always written.
+OUTPUT_FORMATS = ("csv", "json", "junit")
+#: Largest ``--baseline-tolerance`` / ``diff --tolerance`` (nats): the binned PDTP never exceeds ln(199) ~ 5.29.
+TOLERANCE_MAX = 10.0
+
+
+def check_formats(text: str, flag: str = "--format") -> set[str]:
+    """``--format``: comma-separated names from :data:`OUTPUT_FORMATS` (``junit`` adds junit.xml)."""
+    names = [part.strip() for part in str(text).split(",")]
+    bad = [n for n in names if n not in OUTPUT_FORMATS]
+    if bad or not names:
+        shown = bad[0] if bad else text
+        raise InputError(
+            f"{flag} takes {', '.join(OUTPUT_FORMATS)} or a comma-separated list of them, e.g. csv,junit "
+            f"(got {shown[:40]!r})"
+        )
+    return set(names)
+
+
+def check_tolerance(value: float, flag: str = "--baseline-tolerance") -> None:
+    """A PDTP tolerance in nats: finite, 0 .. :data:`TOLERANCE_MAX`."""
+    if not math.isfinite(value) or not 0.0 <= value <= TOLERANCE_MAX:
+        raise InputError(f"{flag} must be a number from 0 to {TOLERANCE_MAX:g} (nats of PDTP), e.g. 0.05 (got {value})")
+
+
+def check_ci_flags(*, formats: str, tolerance: float, baseline: object, waivers: object) -> set[str]:
+    """``--format``, ``--baseline-tolerance`` (only meaningful with ``--baseline``); the formats asked for."""
+    chosen = check_formats(formats)
+    check_tolerance(tolerance)
+    for flag, value in (("--baseline", baseline), ("--waivers", waivers)):
+        if value is not None and not str(value):
+            raise InputError(f"{flag} needs a path")
+    return chosen

@@ -1,0 +1,182 @@
+"""Options and output shared by the audit commands for CI and cron: baseline, waivers, JUnit.
+
+``--baseline``/``--baseline-tolerance``/``--waivers`` (pdtp) and ``--format junit`` (pdtp,
+attack, reduce-dtp). The gate logic is :mod:`mptool.api.baseline`; the JUnit writer
+:mod:`mptool.outputs.junit`; this module reads the flags, prints and builds the test cases.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import pandas as pd
+import typer
+
+from mptool.api.baseline import DEFAULT_TOLERANCE, GateOutcome
+from mptool.inputs.baseline import PreviousRun, Waiver
+from mptool.outputs.junit import GateCase, junit_xml, record_lines
+from mptool.runtime import ui
+
+FormatOpt = Annotated[
+    str,
+    typer.Option("--format", help="Result formats: csv and json (always written); junit adds DIR/junit.xml, "
+                 "one test case per gate, e.g. --format junit."),
+]
+BaselineOpt = Annotated[
+    Path | None,
+    typer.Option(help="A previous 'mptool pdtp' run (its --out folder or pdtp.json): only records new or worse "
+                 "than there fail the gate; adds column baseline_status (new|worse|unchanged|fixed)."),
+]
+ToleranceOpt = Annotated[
+    float, typer.Option("--baseline-tolerance", help="PDTP rise (nats) within which a known violation is unchanged.")
+]
+WaiversOpt = Annotated[
+    Path | None,
+    typer.Option(help="YAML waiver file: waivers: [{record: ID-or-FINGERPRINT, reason, who, expires: YYYY-MM-DD}]; "
+                 "a waived record does not fail the gate until its expiry date (MPTOOL_TODAY fixes today)."),
+]
+__all__ = ["FormatOpt", "BaselineOpt", "ToleranceOpt", "WaiversOpt", "DEFAULT_TOLERANCE"]
+
+
+@dataclass(frozen=True)
+class GateInputs:
+    """What ``--baseline`` and ``--waivers`` name, read and checked before any work."""
+
+    baseline: PreviousRun | None
+    waivers: list[Waiver] | None
+    tolerance: float
+    today: dt.date
+
+    @property
+    def active(self) -> bool:
+        return self.baseline is not None or self.waivers is not None
+
+
+def read_gate_inputs(baseline: Path | None, waivers: Path | None, tolerance: float) -> GateInputs:
+    """Read the baseline run and the waiver file (exit 2 on anything not clearly valid)."""
+    from mptool.inputs.baseline import load_run, load_waivers, today
+
+    return GateInputs(
+        load_run(baseline) if baseline is not None else None,
+        load_waivers(waivers) if waivers is not None else None,
+        tolerance,
+        today(),
+    )
+
+
+def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, gi: GateInputs) -> GateOutcome | None:
+    """The gate against the baseline/waivers; adds ``baseline_status`` (with a baseline) and ``waived`` to ``table``."""
+    if not gi.active:
+        return None
+    from mptool.api.baseline import gate
+
+    outcome = gate(table, summary["identity"], threshold, baseline=gi.baseline, tolerance=gi.tolerance,
+                   waivers=gi.waivers, today=gi.today)
+    if gi.baseline is not None:
+        table["baseline_status"] = outcome.status
+        table["baseline_pdtp"] = outcome.before
+    if gi.waivers is not None:
+        table["waived"] = outcome.waived
+    return outcome
+
+
+def gate_line(outcome: GateOutcome) -> str:
+    """One line: the gate's verdict after baseline and waivers (no data values)."""
+    c = outcome.block["counts"]
+    if "new" in c:
+        parts = f"{c['new']} new, {c['worse']} worse, {c['unchanged']} unchanged, {c['fixed']} fixed"
+        parts += f", {c['absent']} absent" if c["absent"] else ""
+        what = "new or worse than the baseline"
+    else:
+        parts = f"{c['violations']} above the threshold"
+        what = "above the threshold"
+    parts += f"; {c['waived']} waived"
+    if outcome.verdict == "fail":
+        return f"gate FAILED: {c['counted']} record(s) {what} and not waived ({parts})"
+    return f"gate passed: no record {what} that is not waived ({parts})"
+
+
+def print_gate(outcome: GateOutcome, id_column: bool, quiet: bool) -> None:
+    """Warnings (expired waivers) on stderr; the listed records unless quiet; the gate line."""
+    for line in outcome.warnings:
+        ui.warn(line)
+    if not quiet:
+        if "path" in outcome.block:
+            ui.echo(f"baseline {outcome.block['path']} (matched by {outcome.block['matched_by']}, "
+                    f"tolerance {outcome.block['tolerance']:g})")
+        recs = outcome.block["records"]
+        for status in ("new", "worse", "fixed"):
+            listed = recs.get(status) or []
+            if listed:
+                ui.echo(f"{status}:")
+                for line in record_lines(listed, id_column, 10).splitlines():
+                    ui.echo(f"  {line}")
+    ui.echo(gate_line(outcome), limit=None)
+
+
+def write_junit(out_dir: Path, suite: str, cases: list[GateCase], seconds: float, stdout: str = "") -> Path:
+    """DIR/junit.xml with ``cases`` (through :func:`mptool.outputs.results.write_atomic`)."""
+    from mptool.outputs.results import write_atomic
+
+    path = out_dir / "junit.xml"
+    write_atomic(path, junit_xml(suite, cases, seconds, stdout))
+    return path
+
+
+def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcome | None) -> list[GateCase]:
+    """pdtp's one gate: DTP-1 (max PDTP <= threshold), after baseline and waivers when given."""
+    id_column = bool(summary["identity"].get("id"))
+    keys = table["id"] if id_column else table["fingerprint"]
+    name = f"DTP-1: every audited record's PDTP <= {summary['threshold']:g}"
+    if outcome is not None:
+        counted = outcome.block["records"]["counted"]
+        name += " (new or worse than the baseline, not waived)" if "path" in outcome.block else " (not waived)"
+        message = ui.safe_line(gate_line(outcome), None)
+    else:
+        bad = table[table["pdtp"] > summary["threshold"]].sort_values(["pdtp", "row"], ascending=[False, True])
+        counted = [{"key": k, "row": int(r), "pdtp": float(p)}
+                   for k, r, p in zip(keys[bad.index], bad["row"], bad["pdtp"], strict=True)]
+        message = f"{len(counted)} of {summary['n']} records above the threshold; max PDTP {summary['max']:.4f}"
+    failed = (outcome.verdict if outcome is not None else summary["verdict"]) == "fail"
+    details = message + ("\n" + record_lines(counted, id_column) if counted else "")
+    return [GateCase(name, "mptool.pdtp", failed, message if failed else "", details if failed else "",
+                     seconds=float(summary["timings"]["total_s"]))]
+
+
+def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
+    """attack's gates: --max-accuracy and --max-auc on the strongest attack; a gate not given is skipped."""
+    g = summary.get("gate") or {}
+    exceeded = [str(e) for e in g.get("exceeded") or []]
+    cases = []
+    for key, flag, word in (("max_accuracy", "--max-accuracy", "accuracy"), ("max_auc", "--max-auc", "AUC")):
+        limit = g.get(key)
+        name = f"{flag}: strongest attack's {word} <= {limit:g}" if limit is not None else f"{flag} (not given)"
+        hits = [e for e in exceeded if f" {word} " in f" {e} "]
+        if limit is None:
+            cases.append(GateCase(name, "mptool.attack", False, f"{flag} not given", skipped=True))
+        else:
+            cases.append(GateCase(name, "mptool.attack", bool(hits), "; ".join(hits), "\n".join(hits)))
+    return cases
+
+
+def reduce_cases(summary: dict[str, Any], table: pd.DataFrame) -> list[GateCase]:
+    """reduce-dtp's gate: DTP-1 reached within --max-removals; the removals listed (row, id, PDTP before)."""
+    name = f"DTP-1 reached within {summary['max_removals']} removal(s) (threshold {summary['threshold']:g})"
+    failed = not summary["reached"]
+    message = (
+        f"DTP-1 not reached: lowest max PDTP {summary['best_max']:.4f} after {summary['best_step']} removal(s) "
+        f"(start {summary['initial_max']:.4f})"
+    )
+    lines = []
+    for _, r in table.iterrows():
+        if pd.isna(r.get("row")):
+            continue
+        ident = "" if r.get("id") is None or pd.isna(r.get("id")) else f"  id {ui.excerpt(r['id'])}"
+        lines.append(f"step {r['step']}: removed row {int(r['row'])}{ident}  PDTP {r['pdtp_before']:.4f}, "
+                     f"max after {r['max_pdtp_after']:.4f}")
+    details = message + ("\n" + "\n".join(lines[:200]) if lines else "")
+    return [GateCase(name, "mptool.reduce-dtp", failed, message if failed else "", details if failed else "",
+                     seconds=float(summary["timings"]["total_s"]))]

@@ -1,0 +1,231 @@
+"""Reading a previous run (``--baseline``, ``mptool diff``, ``report --history``) and a waiver file.
+
+A previous run is its ``pdtp.json`` (a results folder or the file itself). It may come from
+an artifact store or a pull request, so it is read as untrusted input: at most
+:data:`MAX_RUN_BYTES`, JSON only (no NaN/Infinity constants, no key twice), and every
+record must carry a finite, non-negative ``pdtp`` and its match key (the ``data.id`` value
+where the run had an id column, else its ``fingerprint``).
+
+A waiver file is YAML read by the spec's strict reader (:func:`mptool.inputs.spec.read_yaml`:
+no duplicate keys, anchors, tags or YAML 1.1 surprises)::
+
+    waivers:
+      - record: 3f9a0c2b7d1e4a55     # a fingerprint from pdtp.csv, or a data.id value
+        reason: outlier accepted in review #1234
+        who: alice@example.com
+        expires: 2026-06-30          # valid through this day
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mptool.inputs.spec import read_yaml
+from mptool.runtime import ui
+from mptool.runtime.errors import InputError
+
+#: Largest pdtp.json read as a baseline (all 45,222 Adult records make about 30 MB).
+MAX_RUN_BYTES = 1_000_000_000
+#: Largest waiver file, and most entries in it.
+MAX_WAIVER_BYTES = 1_000_000
+MAX_WAIVERS = 10_000
+#: Longest ``reason`` / ``who`` / ``record`` text of a waiver.
+MAX_WAIVER_TEXT = 500
+#: Environment variable fixing "today" for waiver expiry (tests, reproducible CI reruns).
+TODAY_ENV = "MPTOOL_TODAY"
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_WAIVER_KEYS = ("record", "reason", "who", "expires")
+
+
+@dataclass(frozen=True)
+class PreviousRun:
+    """A previous pdtp run: its summary, its per-record table (with ``key``) and where it was read."""
+
+    path: Path
+    summary: dict[str, Any]
+    table: pd.DataFrame  # key, row, pdtp, fingerprint [, id]
+    identity: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Waiver:
+    """One accepted record: its id or fingerprint, why, who accepted it, and the last day it holds."""
+
+    record: str
+    reason: str
+    who: str
+    expires: dt.date
+
+
+def key_text(value: Any) -> str:
+    """A match key as text: ids read as 17, 17.0 or '17' are one key."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key '{ui.excerpt(key)}' appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _read_json(path: Path, flag: str) -> Any:
+    try:
+        size = path.stat().st_size
+        if size > MAX_RUN_BYTES:
+            raise InputError(f"{path}: {flag} is {size:,} bytes; at most {MAX_RUN_BYTES:,} are read")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: {flag} not found; give a results folder of 'mptool pdtp' or its pdtp.json") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read {flag} ({exc.__class__.__name__})") from None
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        first = (str(exc).splitlines() or [exc.__class__.__name__])[0]
+        raise InputError(f"{path}: {flag} is not valid JSON ({first})") from None
+
+
+def _records_table(records: Any, where: str, id_column: str | None) -> pd.DataFrame:
+    """The per-record table of a run, each record checked; ``key`` is the id (if the run had one) or fingerprint."""
+    if not isinstance(records, list):
+        raise InputError(f"{where}: 'records' must be a list of records")
+    keys, rows, values, prints, ids = [], [], [], [], []
+    key_field = "id" if id_column else "fingerprint"
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise InputError(f"{where}: record {i} is not an object")
+        pdtp, key = rec.get("pdtp"), rec.get(key_field)
+        if isinstance(pdtp, bool) or not isinstance(pdtp, int | float) or not math.isfinite(pdtp) or pdtp < 0:
+            raise InputError(f"{where}: record {i} has no finite, non-negative 'pdtp' (got {ui.excerpt(repr(pdtp))})")
+        if key is None or isinstance(key, bool | dict | list) or key == "":
+            hint = "" if id_column else "; it was written before fingerprints existed: rerun it with this mptool"
+            raise InputError(f"{where}: record {i} has no '{key_field}'{hint}")
+        keys.append(key_text(key))
+        rows.append(rec.get("row"))
+        values.append(float(pdtp))
+        prints.append(rec.get("fingerprint"))
+        ids.append(rec.get("id"))
+    table = pd.DataFrame({"key": keys, "row": rows, "pdtp": values, "fingerprint": prints})
+    if id_column:
+        table["id"] = ids
+    return table
+
+
+def load_run(path: str | Path, flag: str = "--baseline") -> PreviousRun:
+    """A previous pdtp run from its folder or its pdtp.json; InputError (naming ``flag``) if unusable."""
+    path = Path(path)
+    file = path / "pdtp.json" if path.is_dir() else path
+    if path.is_dir() and not file.is_file():
+        raise InputError(f"{path}: {flag} folder holds no pdtp.json; give the --out folder of a 'mptool pdtp' run")
+    doc = _read_json(file, flag)
+    summary = doc.get("summary") if isinstance(doc, dict) else None
+    if not isinstance(summary, dict) or "records" not in doc:
+        raise InputError(f"{file}: {flag} is not a pdtp.json of 'mptool pdtp' (no 'summary' and 'records')")
+    ident = summary.get("identity")
+    if not isinstance(ident, dict) or not isinstance(ident.get("fingerprint"), dict):
+        raise InputError(
+            f"{file}: {flag} has no record identity (summary.identity); it was written before baselines "
+            "existed: rerun it with this mptool"
+        )
+    id_column = ident.get("id")
+    table = _records_table(doc["records"], str(file), id_column if isinstance(id_column, str) else None)
+    dup = table["key"][table["key"].duplicated()]
+    if id_column and not dup.empty:
+        raise InputError(f"{file}: {flag} has the id column '{ui.excerpt(id_column)}' with a value used twice")
+    return PreviousRun(file, summary, table, ident)
+
+
+# --------------------------------------------------------------------------------------------- waivers
+
+
+def today(value: dt.date | None = None) -> dt.date:
+    """The date waivers are checked against: ``value``, else ``MPTOOL_TODAY`` (YYYY-MM-DD), else the clock."""
+    if value is not None:
+        return value
+    text = os.environ.get(TODAY_ENV)
+    if text is None:
+        return dt.date.today()
+    return parse_date(text, TODAY_ENV)
+
+
+def parse_date(text: Any, where: str) -> dt.date:
+    """A YYYY-MM-DD date, or InputError naming ``where``."""
+    if isinstance(text, str) and _DATE.match(text):
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            pass
+    raise InputError(f"{where}: expected a date written YYYY-MM-DD, e.g. 2026-06-30 (got {ui.excerpt(repr(text))})")
+
+
+def _text(entry: dict[str, Any], key: str, where: str) -> str:
+    value = entry.get(key)
+    if key == "record" and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)  # a numeric id written without quotes
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{where}: '{key}' must be non-empty text (got {ui.excerpt(repr(value))})")
+    if len(value) > MAX_WAIVER_TEXT or ui.has_unsafe(value):
+        raise InputError(
+            f"{where}: '{key}' must be one line of at most {MAX_WAIVER_TEXT} characters, no control characters"
+        )
+    return value
+
+
+def _waiver(entry: Any, where: str) -> Waiver:
+    if not isinstance(entry, dict):
+        raise InputError(f"{where}: each waiver is a mapping with keys {', '.join(_WAIVER_KEYS)}")
+    unknown = [k for k in entry if k not in _WAIVER_KEYS]
+    if unknown:
+        raise InputError(f"{where}: unknown key '{ui.excerpt(unknown[0])}' (valid keys: {', '.join(_WAIVER_KEYS)})")
+    missing = [k for k in _WAIVER_KEYS if k not in entry]
+    if missing:
+        raise InputError(f"{where}: required key '{missing[0]}' is missing")
+    expires = parse_date(entry["expires"], f"{where}: 'expires'")
+    return Waiver(_text(entry, "record", where), _text(entry, "reason", where), _text(entry, "who", where), expires)
+
+
+def load_waivers(path: str | Path) -> list[Waiver]:
+    """The waivers of a YAML file (module docstring); InputError naming the file and entry if not clearly valid."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_WAIVER_BYTES:
+            raise InputError(f"{path}: the waiver file is {size:,} bytes; at most {MAX_WAIVER_BYTES:,}")
+        text = path.read_bytes()[: MAX_WAIVER_BYTES + 1].decode("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: waiver file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the waiver file ({exc.__class__.__name__})") from None
+    raw = read_yaml(text, str(path))
+    if not isinstance(raw, dict) or set(raw) != {"waivers"} or not isinstance(raw["waivers"], list):
+        raise InputError(f"{path}: a waiver file is a mapping with one key, 'waivers', holding a list")
+    if len(raw["waivers"]) > MAX_WAIVERS:
+        raise InputError(f"{path}: {len(raw['waivers']):,} waivers; at most {MAX_WAIVERS:,}")
+    out: list[Waiver] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(raw["waivers"]):
+        waiver = _waiver(entry, f"{path}: waivers[{i}]")
+        if waiver.record in seen:
+            first = seen[waiver.record]
+            raise InputError(f"{path}: waivers[{i}]: record is already waived by waivers[{first}]; keep one")
+        seen[waiver.record] = i
+        out.append(waiver)
+    return out
