@@ -76,14 +76,14 @@ def junit_xml(suite: str, cases: Sequence[GateCase], seconds: float = 0.0, stdou
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def record_lines(records: Sequence[dict], id_column: bool, limit: int = MAX_LISTED) -> str:
+def record_lines(records: Sequence[dict], id_column: bool, limit: int = MAX_LISTED, before: str = "baseline") -> str:
     """One line per record: ``row R  id|fingerprint K  PDTP P`` (and ``was`` when known); no feature values."""
     kind = "id" if id_column else "fingerprint"
     lines = []
     for rec in records[:limit]:
         line = f"row {rec['row']}  {kind} {ui.excerpt(rec['key'])}  PDTP {rec['pdtp']:.4f}"
         if rec.get("before") is not None:
-            line += f" (baseline {rec['before']:.4f})"
+            line += f" ({before} {rec['before']:.4f})"
         if rec.get("note"):
             line += f"  {rec['note']}"
         lines.append(line)
