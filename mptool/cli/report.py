@@ -22,7 +22,9 @@ REPORT_EXIT_HELP = (
 
 @app.command(epilog=REPORT_EXIT_HELP)
 def report(
-    results_dir: Annotated[Path, typer.Argument(help="The --out directory of pdtp / attack / reduce-dtp runs.")],
+    results_dir: Annotated[
+        Path | None, typer.Argument(help="The --out directory of pdtp / attack / reduce-dtp runs.")
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(help="Report file; '-' prints to stdout [default: RESULTS_DIR/report.html or report.md]."),
@@ -39,6 +41,12 @@ def report(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
     force: Annotated[bool, typer.Option(help="Overwrite an existing report file.")] = False,
+    history: Annotated[
+        Path | None,
+        typer.Option(help="A folder of timestamped pdtp runs (one --out folder each): the trend report "
+                     "[default file: DIR/history.html or history.md]. A RESULTS_DIR holding only run folders "
+                     "is read the same way."),
+    ] = None,
 ) -> int:
     """A self-contained HTML report and/or a Markdown summary of a results directory.
 
@@ -50,6 +58,9 @@ def report(
     No report shows the records' feature values or ids unless --show-values is given, and
     then only the HTML one. An existing report file is overwritten only with --force; the
     results and the data and spec they name never.
+
+    With --history DIR: max/mean PDTP and violations per run over time (trend plot in HTML)
+    and the records whose PDTP changed most (row and fingerprint, never ids or values).
     """
     from mptool.outputs.report import FORMATS, load_results, output_paths, render
     from mptool.outputs.report.loader import input_files
@@ -67,6 +78,14 @@ def report(
             "--show-values applies to the HTML report only: the Markdown summary never holds feature values "
             "(use --format html or both)"
         )
+    if history is not None and results_dir is not None:
+        raise InputError("give RESULTS_DIR or --history DIR, not both")
+    if results_dir is None and history is None:
+        raise InputError("mptool report: give RESULTS_DIR (a run's --out folder) or --history DIR (a folder of runs)")
+    from mptool.outputs.report.history import has_runs
+
+    if history is not None or has_runs(results_dir):
+        return _history_report(history or results_dir, out, format, top, quiet, force, to_stdout)
     paths = output_paths(results_dir, None if to_stdout else out, format)
     inputs = load_results(results_dir, top, show_values=show_values)
     for path in [] if to_stdout else paths.values():
@@ -87,4 +106,30 @@ def report(
     for kind, path in paths.items():
         write_atomic(path, texts[kind])
         ui.info(f"report: {path}", quiet)
+    return EXIT_OK
+
+
+def _history_report(
+    folder: Path, out: Path | None, fmt: str, top: int, quiet: bool, force: bool, to_stdout: bool
+) -> int:
+    """``report --history DIR``: the trend over the runs in DIR's subfolders."""
+    from mptool.outputs.report.history import load_history, render_history
+    from mptool.outputs.results import check_output_file, write_atomic
+
+    hist = load_history(folder)
+    base = out if out is not None else folder / ("history.md" if fmt == "md" else "history.html")
+    paths = {"html": base, "md": base if fmt == "md" else base.with_suffix(".md")}
+    paths = {k: v for k, v in paths.items() if fmt in (k, "both")}
+    inputs = [("a run's result file", run.path) for run in hist.runs]
+    for path in [] if to_stdout else paths.values():
+        check_output_file(path, force, "--out", inputs)
+    for note in hist.notes:
+        ui.warn(note)
+    texts = render_history(hist, fmt, top)
+    if to_stdout:
+        sys.stdout.write(next(iter(texts.values())))
+        return EXIT_OK
+    for kind, path in paths.items():
+        write_atomic(path, texts[kind])
+        ui.info(f"history report: {path}", quiet)
     return EXIT_OK

@@ -212,3 +212,29 @@ def reduce_sawtooth(
             ax.set_xlim(min(s) - 0.5, max(s) + 0.5)
         ax.legend(frameon=False, loc="upper right")
         return _to_svg(fig)
+
+
+def trend_plot(
+    labels: Sequence[str], max_pdtp: Sequence[float], mean_pdtp: Sequence[float], violations: Sequence[int],
+    threshold: float,
+) -> str:
+    """Max and mean PDTP per run with the threshold (top), violations per run (bottom): ``report --history``."""
+    plt = _pyplot()
+    x = np.arange(len(labels))
+    with plt.rc_context(_RC):
+        fig, axes = _figure(2, 1, size=(9.0, 5.2), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+        top, bottom = axes[0, 0], axes[1, 0]
+        top.plot(x, np.asarray(max_pdtp, float), marker="o", markersize=3.5, color=RED, linewidth=1.3, label="max PDTP")
+        top.plot(x, np.asarray(mean_pdtp, float), marker="o", markersize=3.5, color=BLUE, linewidth=1.3,
+                 label="mean PDTP")
+        top.axhline(threshold, color=RED, linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
+        top.set_ylabel("PDTP (log-ratio ε)")
+        top.set_ylim(bottom=0)
+        top.legend(frameon=False, loc="upper left", fontsize=8)
+        bottom.bar(x, np.asarray(violations, float), color=GREY, width=0.6)
+        bottom.set_ylabel("violations")
+        bottom.set_xticks(x)
+        bottom.set_xticklabels([str(label).replace("$", r"\$") for label in labels], rotation=30, ha="right")
+        bottom.set_xlabel("run (start time)")
+        fig.tight_layout()
+        return _to_svg(fig)
