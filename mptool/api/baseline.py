@@ -56,18 +56,23 @@ class GateOutcome:
         return "fail" if bool(self.counted.any()) else "pass"
 
 
+def check_unique_ids(rows: np.ndarray, ids: np.ndarray, column: str) -> pd.Series:
+    """The ids as match keys; InputError naming two rows if one id is used twice (checked before any work)."""
+    keys = pd.Series(ids).map(key_text)
+    dup = keys[keys.duplicated()]
+    if not dup.empty:
+        where = np.asarray(rows)[(keys == dup.iloc[0]).to_numpy()][:2]
+        raise InputError(
+            f"data.id column '{ui.excerpt(column)}' has one value at rows {where[0]} and {where[1]}; "
+            "ids must be unique to match records with a baseline or waiver"
+        )
+    return keys
+
+
 def match_keys(table: pd.DataFrame, identity: dict[str, Any]) -> pd.Series:
     """The key each record is matched by: its id where the run has an id column, else its fingerprint."""
     if identity.get("id"):
-        keys = table["id"].map(key_text)
-        dup = keys[keys.duplicated()]
-        if not dup.empty:
-            rows = table.loc[keys == dup.iloc[0], "row"].tolist()[:2]
-            raise InputError(
-                f"data.id column '{ui.excerpt(identity['id'])}' has one value at rows {rows[0]} and {rows[1]}; "
-                "ids must be unique to match records with a baseline or waiver"
-            )
-        return keys
+        return check_unique_ids(table["row"].to_numpy(), table["id"].to_numpy(), identity["id"])
     return table["fingerprint"].astype(str)
 
 

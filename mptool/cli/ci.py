@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 
-from mptool.api.baseline import DEFAULT_TOLERANCE, GateOutcome
+from mptool.api.baseline import DEFAULT_TOLERANCE, GateOutcome, check_unique_ids
 from mptool.inputs.baseline import PreviousRun, Waiver
 from mptool.outputs.junit import GateCase, junit_xml, record_lines
 from mptool.runtime import ui
@@ -38,7 +38,7 @@ WaiversOpt = Annotated[
     typer.Option(help="YAML waiver file: waivers: [{record: ID-or-FINGERPRINT, reason, who, expires: YYYY-MM-DD}]; "
                  "a waived record does not fail the gate until its expiry date (MPTOOL_TODAY fixes today)."),
 ]
-__all__ = ["FormatOpt", "BaselineOpt", "ToleranceOpt", "WaiversOpt", "DEFAULT_TOLERANCE"]
+__all__ = ["FormatOpt", "BaselineOpt", "ToleranceOpt", "WaiversOpt", "DEFAULT_TOLERANCE", "check_unique_ids"]
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,8 @@ def pdtp(
     names = ["pdtp.csv", "pdtp.json", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), names, force, resume=resume, inputs=inputs)
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
+    if gate_inputs.active and prep.train.ids is not None:
+        ci.check_unique_ids(prep.train.rows, prep.train.ids, str(spec.data.id))
     for note in prep.notes:
         ui.warn(note)
     start = f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}"

@@ -118,17 +118,31 @@ def pdtp_exit_code(verdict: str | None) -> int | None:
     return None
 
 
+def gate_sentence(gate: dict[str, Any]) -> str:
+    """What the baseline/waivers made of the violations (``summary.baseline`` of pdtp.json), or ''."""
+    counts = gate.get("counts")
+    if not isinstance(counts, dict):
+        return ""
+    if "new" in counts:
+        text = (f"Against the baseline: {counts.get('new')} new, {counts.get('worse')} worse, "
+                f"{counts.get('unchanged')} unchanged, {counts.get('fixed')} fixed")
+    else:
+        text = f"{counts.get('violations')} above the threshold"
+    return text + f"; {counts.get('waived')} waived; {counts.get('counted')} counted by the gate. "
+
+
 def verdict_block(inputs: ReportInputs) -> dict[str, Any]:
     """Headline of the report: DTP-1 pass/fail with max PDTP, threshold and pdtp's exit code."""
     s = inputs.pdtp_summary
     if s and s.get("verdict") in ("pass", "fail"):
         failed = s["verdict"] == "fail"
-        code = pdtp_exit_code(s["verdict"])
+        gate = s.get("baseline") if isinstance(s.get("baseline"), dict) else {}
+        code = pdtp_exit_code(gate.get("verdict", s["verdict"]))
         head = "DTP-1 VIOLATED" if failed else "DTP-1 holds"
         detail = (
             f"max PDTP {fmt(s.get('max'))} {'>' if failed else '≤'} threshold {fmt(s.get('threshold'), 2)}; "
             f"{fmt(s.get('violations'), None)} of {fmt(s.get('n'), None)} records above the threshold. "
-            f"mptool pdtp exited with code {code} ({'finding' if failed else 'pass'})."
+            f"{gate_sentence(gate)}mptool pdtp exited with code {code} ({'finding' if code == 1 else 'pass'})."
         )
         advice = (
             "The classifier should not be published as is (Long et al., section 5: the DTP-1 rule)."

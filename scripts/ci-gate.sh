@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# mptool's CI gate (run by action.yml; runs as well on any CI or a laptop).
+#
+#   MPTOOL_DATA=data.csv MPTOOL_SPEC=spec.yaml scripts/ci-gate.sh
+#
+# Runs 'mptool pdtp' with --format junit (plus --baseline / --waivers when given), then
+# 'mptool report' (report.html and report.md in the output folder), appends the Markdown
+# summary to $GITHUB_STEP_SUMMARY when that is set, writes exit-code/verdict/report to
+# $GITHUB_OUTPUT when that is set, and exits with pdtp's code: 0 pass, 1 finding,
+# 2 bad input, 3 internal error. A report that cannot be written never turns a gate into
+# a pass: with pdtp at 0, the report's failure code is returned.
+#
+# Inputs (environment; empty = not given):
+#   MPTOOL_DATA       dataset CSV (required)
+#   MPTOOL_SPEC       model spec YAML (required)
+#   MPTOOL_THRESHOLD  DTP-1 threshold [1.0]
+#   MPTOOL_BASELINE   a previous run's folder or pdtp.json
+#   MPTOOL_TOLERANCE  --baseline-tolerance [0.05]
+#   MPTOOL_WAIVERS    waiver YAML file
+#   MPTOOL_OUT        output folder [mptool-report]; must not hold results yet
+#   MPTOOL_BIN        the mptool command [mptool]
+set -uo pipefail
+
+data="${MPTOOL_DATA:-}"
+spec="${MPTOOL_SPEC:-}"
+out="${MPTOOL_OUT:-mptool-report}"
+mptool_bin="${MPTOOL_BIN:-mptool}"
+if [ -z "$data" ] || [ -z "$spec" ]; then
+    echo "mptool: error: ci-gate.sh needs MPTOOL_DATA (dataset CSV) and MPTOOL_SPEC (model spec YAML)" >&2
+    exit 2
+fi
+
+args=(pdtp "$data" --model "$spec" --out "$out" --threshold "${MPTOOL_THRESHOLD:-1.0}" --format junit --quiet)
+if [ -n "${MPTOOL_BASELINE:-}" ]; then
+    args+=(--baseline "$MPTOOL_BASELINE" --baseline-tolerance "${MPTOOL_TOLERANCE:-0.05}")
+fi
+if [ -n "${MPTOOL_WAIVERS:-}" ]; then
+    args+=(--waivers "$MPTOOL_WAIVERS")
+fi
+
+$mptool_bin "${args[@]}"
+code=$?
+
+if [ -f "$out/pdtp.json" ]; then
+    $mptool_bin report "$out" --format both --quiet
+    report_code=$?
+    if [ "$report_code" -ne 0 ] && [ "$code" -eq 0 ]; then
+        code=$report_code
+    fi
+    if [ "$report_code" -eq 0 ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+        cat "$out/report.md" >> "$GITHUB_STEP_SUMMARY"
+    fi
+elif [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+    printf '## :x: mptool pdtp did not finish (exit code %s)\n\nSee the job log for the error line.\n' "$code" \
+        >> "$GITHUB_STEP_SUMMARY"
+fi
+
+case "$code" in
+    0) verdict=pass ;;
+    1) verdict=fail ;;
+    *) verdict=error ;;
+esac
+if [ -n "${GITHUB_OUTPUT:-}" ]; then
+    {
+        echo "exit-code=$code"
+        echo "verdict=$verdict"
+        echo "report=$out"
+    } >> "$GITHUB_OUTPUT"
+fi
+exit "$code"
