@@ -116,7 +116,7 @@ def changed_most(history: History, top: int) -> tuple[pd.DataFrame, int]:
         "runs": [seen[k] for k in t["key"]],
     })
     out["change"] = out["last"] - out["first"]
-    out = out[out["runs"] > 1].assign(size=lambda f: f["change"].abs())
+    out = out[out["runs"] > 1].assign(size=lambda f: f["change"].abs().round(9))  # ties: equal to 1e-9
     out = out[out["size"] > 0].sort_values(["size", "row"], ascending=[False, True]).head(top)
     return out.drop(columns="size"), len(used)
 
