@@ -80,11 +80,10 @@ def check_comparable(current: dict[str, Any], previous: PreviousRun, flag: str) 
     """InputError unless the two runs' records can be matched and their PDTP compared (same identity)."""
     old = previous.identity
     where = f"{previous.path}: {flag}"
-    for key, what in (("label", "label column"), ("id", "data.id column"), ("features", "feature columns")):
+    for key, what in (("label", "label column differs"), ("id", "data.id column differs"),
+                      ("features", "feature columns differ")):
         if old.get(key) != current.get(key):
-            raise InputError(
-                f"{where} comes from other data or another spec (its {what} differ); compare runs of one dataset"
-            )
+            raise InputError(f"{where} comes from other data or another spec (its {what}); compare runs of one dataset")
     if old.get("bin_size") != current.get("bin_size"):
         raise InputError(
             f"{where} was made with output.bin_size {old.get('bin_size')}, this run with {current.get('bin_size')}: "

@@ -58,13 +58,27 @@ class GateInputs:
 def read_gate_inputs(baseline: Path | None, waivers: Path | None, tolerance: float) -> GateInputs:
     """Read the baseline run and the waiver file (exit 2 on anything not clearly valid)."""
     from mptool.inputs.baseline import load_run, load_waivers, today
+    from mptool.inputs.fingerprint import key_from_env
 
+    key_from_env()  # an empty key stops here, before any work
     return GateInputs(
         load_run(baseline) if baseline is not None else None,
         load_waivers(waivers) if waivers is not None else None,
         tolerance,
         today(),
     )
+
+
+def check_before_work(prep: Any, gi: GateInputs) -> None:
+    """Before the leave-one-out: ids unique (when records match by id), the baseline comparable with this run."""
+    if gi.active and prep.train.ids is not None:
+        check_unique_ids(prep.train.rows, prep.train.ids, str(prep.spec.data.id))
+    if gi.baseline is not None:
+        from mptool.api.baseline import check_comparable
+        from mptool.inputs.fingerprint import identity, run_key
+
+        check_comparable(identity(prep.train, run_key(prep.population), prep.spec.output.bin_size), gi.baseline,
+                         "--baseline")
 
 
 def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, gi: GateInputs) -> GateOutcome | None:

@@ -122,15 +122,14 @@ def pdtp(
     spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
     rows = parse_rows(records)
     options = PdtpOptions(threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries)
-    gate_inputs = ci.read_gate_inputs(baseline, waivers, baseline_tolerance)
+    gate_inputs = ci.read_gate_inputs(baseline, waivers, baseline_tolerance)  # also MPTOOL_FINGERPRINT_KEY
     inputs = {"the data file": data_path, "the spec": spec_path, "the --queries file": queries,
               "the --baseline": gate_inputs.baseline.path if gate_inputs.baseline else None,
               "the --waivers file": waivers}
     names = ["pdtp.csv", "pdtp.json", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), names, force, resume=resume, inputs=inputs)
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
-    if gate_inputs.active and prep.train.ids is not None:
-        ci.check_unique_ids(prep.train.rows, prep.train.ids, str(spec.data.id))
+    ci.check_before_work(prep, gate_inputs)
     for note in prep.notes:
         ui.warn(note)
     start = f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}"

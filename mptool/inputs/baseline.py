@@ -181,7 +181,8 @@ def _text(entry: dict[str, Any], key: str, where: str) -> str:
     if key == "record" and isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # a numeric id written without quotes
     if not isinstance(value, str) or not value.strip():
-        raise InputError(f"{where}: '{key}' must be non-empty text (got {ui.excerpt(repr(value))})")
+        hint = "; quote fingerprints and ids: record: '3f9a0c2b7d1e4a55'" if key == "record" else ""
+        raise InputError(f"{where}: '{key}' must be non-empty text{hint} (got {ui.excerpt(repr(value))})")
     if len(value) > MAX_WAIVER_TEXT or ui.has_unsafe(value):
         raise InputError(
             f"{where}: '{key}' must be one line of at most {MAX_WAIVER_TEXT} characters, no control characters"

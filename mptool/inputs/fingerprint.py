@@ -88,13 +88,21 @@ def canonical_rows(records: Records) -> tuple[bytes, list[bytes]]:
     return header, ["|".join(cells).encode("utf-8", "surrogatepass") for cells in zip(*columns, strict=True)]
 
 
+def key_from_env() -> FingerprintKey | None:
+    """The key of ``MPTOOL_FINGERPRINT_KEY``, None when unset; InputError when set but empty (checked before work)."""
+    secret = os.environ.get(KEY_ENV)
+    if secret is None:
+        return None
+    if not secret.strip():
+        raise InputError(f"{KEY_ENV} is set but empty; set it to a secret (e.g. 32 random hex bytes) or unset it")
+    return FingerprintKey(secret.encode("utf-8", "surrogatepass"), "env")
+
+
 def run_key(population: Records) -> FingerprintKey:
     """The run's key: ``MPTOOL_FINGERPRINT_KEY`` if set, else one derived from the data's content (sorted)."""
-    secret = os.environ.get(KEY_ENV)
+    secret = key_from_env()
     if secret is not None:
-        if not secret.strip():
-            raise InputError(f"{KEY_ENV} is set but empty; set it to a secret (e.g. 32 random hex bytes) or unset it")
-        return FingerprintKey(secret.encode("utf-8", "surrogatepass"), "env")
+        return secret
     header, rows = canonical_rows(population)
     digests = sorted(hashlib.sha256(r).digest() for r in rows)
     h = hashlib.sha256(_DATA_KEY_PREFIX + SCHEME.encode() + b"\0" + header + b"\0")
