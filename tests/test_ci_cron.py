@@ -424,3 +424,21 @@ def test_pre_commit_hook_entry_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         res = run_cli(*words[1:], "d.csv", "--model", "s.yaml", "--threshold", "5", "--jobs", "1")
         assert res.code == 0 and res.stdout.startswith("DTP-1 holds"), res.stderr
     assert (tmp_path / ".mptool-out" / "pre-commit" / "pdtp.json").is_file()
+
+
+def test_identical_records_share_a_fingerprint_a_status_and_a_waiver(tmp_path: Path, monkeypatch) -> None:
+    df = frame(50, seed=6)
+    df = pd.concat([df, df.iloc[[7]]], ignore_index=True)  # row 50 repeats row 7
+    df.to_csv(tmp_path / "d.csv", index=False)
+    spec = write_spec(tmp_path / "s.yaml", "categorical_nb")
+    pdtp(tmp_path, tmp_path / "d.csv", spec, "a")
+    t = table(tmp_path, "a").set_index("row")
+    assert t.loc[7, "fingerprint"] == t.loc[50, "fingerprint"] and t.loc[7, "pdtp"] == t.loc[50, "pdtp"]
+    limit = f"{t.loc[7, 'pdtp'] - 1e-6:.9f}"
+    waivers = waiver_file(tmp_path / "w.yaml", [{"record": t.loc[7, "fingerprint"], "reason": "twin", "who": "x",
+                                                 "expires": "2030-01-30"}])
+    monkeypatch.setenv("MPTOOL_TODAY", "2026-01-01")
+    pdtp(tmp_path, tmp_path / "d.csv", spec, "b", "--threshold", limit, "--baseline", tmp_path / "a",
+         "--waivers", waivers)
+    b = table(tmp_path, "b").set_index("row")
+    assert b.loc[[7, 50], "waived"].all() and (b.loc[[7, 50], "baseline_status"] == "unchanged").all()

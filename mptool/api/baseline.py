@@ -127,26 +127,33 @@ def classify(
 
 def _waiver_state(keys: pd.Series, prints: pd.Series, violating: np.ndarray, waivers: list[Waiver],
                   on: dt.date) -> tuple[np.ndarray, list[str], dict[str, list]]:
-    """Which records a waiver in force covers, the warning lines, and the waivers by state."""
-    by_key = {k: i for i, k in enumerate(keys)}
-    by_print = {k: i for i, k in enumerate(prints)}
+    """Which records a waiver in force covers, the warning lines, and the waivers by state.
+
+    A waiver names a record by its match key or its fingerprint; identical records (one
+    fingerprint, no id) are all covered by it.
+    """
+    positions: dict[str, list[int]] = {}
+    for i, (key, fp) in enumerate(zip(keys, prints, strict=True)):
+        positions.setdefault(key, []).append(i)
+        if fp != key:
+            positions.setdefault(fp, []).append(i)
     waived = np.zeros(len(keys), dtype=bool)
     warnings: list[str] = []
     state: dict[str, list] = {"in_force": [], "expired": [], "unused": []}
     for w in waivers:
-        i = by_key.get(w.record, by_print.get(w.record))
+        hit = [i for i in positions.get(w.record, []) if violating[i]]
         name = f"waiver for {ui.excerpt(w.record)} ({ui.excerpt(w.who)}: {ui.excerpt(w.reason, 80)})"
         entry = {"record": w.record, "who": w.who, "reason": w.reason, "expires": w.expires.isoformat()}
         if w.expires < on:
             state["expired"].append(entry)
-            if i is not None and violating[i]:
+            if hit:
                 warnings.append(f"{name} expired on {w.expires}: the record counts again (PDTP above the threshold)")
             else:
                 warnings.append(f"{name} expired on {w.expires}; its record is not above the threshold: remove it")
-        elif i is None or not violating[i]:
+        elif not hit:
             state["unused"].append(entry)
         else:
-            waived[i] = True
+            waived[hit] = True
             state["in_force"].append(entry)
     return waived, warnings, state
 
