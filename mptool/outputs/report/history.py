@@ -165,7 +165,10 @@ def trend_svg(runs: pd.DataFrame) -> str:
     """The trend plot of :func:`run_rows` (see :func:`mptool.outputs.report.plots.trend_plot`)."""
     from mptool.outputs.report import plots
 
-    labels = [ui.excerpt(s if s != "—" else r, 24) for s, r in zip(runs["started"], runs["run"], strict=True)]
+    labels = [
+        ui.excerpt(s[:16].replace("T", " ") if s != "—" else r, 24)  # 2026-11-23 12:05, else the folder name
+        for s, r in zip(runs["started"], runs["run"], strict=True)
+    ]
     return plots.trend_plot(labels, runs["max"].to_numpy(float), runs["mean"].to_numpy(float),
                             runs["violations"].to_numpy(int), float(runs["threshold"].iloc[-1]))
 

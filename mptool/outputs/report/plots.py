@@ -230,7 +230,7 @@ def trend_plot(
         top.axhline(threshold, color=RED, linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
         top.set_ylabel("PDTP (log-ratio ε)")
         top.set_ylim(bottom=0)
-        top.legend(frameon=False, loc="upper left", fontsize=8)
+        top.legend(frameon=False, loc="best", fontsize=8)
         bottom.bar(x, np.asarray(violations, float), color=GREY, width=0.6)
         bottom.set_ylabel("violations")
         bottom.set_xticks(x)
