@@ -70,7 +70,7 @@ def reference_fingerprint(row: pd.Series, label: str, key: bytes) -> str:
     """HMAC-SHA-256 of the canonical form, built by hand from one CSV row (module docstring of fingerprint.py)."""
     def cell(v) -> str:
         if isinstance(v, int | float | np.integer | np.floating):
-            return "n" + repr(float(v))
+            return "n" + repr(float(v) + 0.0)
         return f"s{len(str(v))}:{v}"
 
     names = sorted(FEATURES)

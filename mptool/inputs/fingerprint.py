@@ -6,8 +6,8 @@ by the spec's ``data.id`` where it is set; otherwise by this fingerprint of the 
 values (features and label), never by row number alone.
 
 Canonical form. The feature columns in name order, then the label; each cell written
-unambiguously: a number as ``n`` + the shortest repr of its float (``1`` and ``1.0`` are one
-value; a missing number is ``nnan``), a text cell as ``s`` + its length + ``:`` + its text
+unambiguously: a number as ``n`` + the shortest repr of its float (``1``, ``1.0`` are one
+value, so are ``-0.0`` and ``0``; a missing number is ``nnan``), a text cell as ``s`` + its length + ``:`` + its text
 (so no cell can fake a separator). The header (column names) is hashed once before the
 rows, so renaming a column changes every fingerprint.
 
@@ -71,12 +71,20 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(_KEY_ID_PREFIX + key).hexdigest()[:16]
 
 
+def _cell_text(value: object, numeric: bool) -> str:
+    if numeric:
+        return "n" + repr(float(value))  # the shortest repr: 1 and 1.0 are one value; a missing number is nnan
+    text = str(value)
+    return f"s{len(text)}:{text}"
+
+
 def _column_text(values: pd.Series | np.ndarray) -> list[str]:
-    """Each cell of one column in the canonical form (module docstring)."""
+    """Each cell of one column in the canonical form (module docstring); each distinct value formatted once."""
     arr = np.asarray(values)
-    if arr.dtype.kind in "iuf":
-        return ["n" + v for v in arr.astype(float).astype(str).tolist()]  # numpy's str is the shortest repr
-    return [f"s{len(v)}:{v}" for v in map(str, arr.tolist())]
+    numeric = arr.dtype.kind in "iuf"
+    codes, uniques = pd.factorize(arr.astype(float) + 0.0 if numeric else arr, use_na_sentinel=False)  # -0.0 -> 0.0
+    texts = np.array([_cell_text(v, numeric) for v in uniques], dtype=object)
+    return texts[codes].tolist()
 
 
 def canonical_rows(records: Records) -> tuple[bytes, list[bytes]]:
