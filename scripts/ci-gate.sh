@@ -18,6 +18,8 @@
 #   MPTOOL_TOLERANCE  --baseline-tolerance [0.05]
 #   MPTOOL_WAIVERS    waiver YAML file
 #   MPTOOL_OUT        output folder [mptool-report]; must not hold results yet
+#   MPTOOL_KEY_INPUT  fingerprint key; when non-empty it becomes MPTOOL_FINGERPRINT_KEY (else that
+#                     variable is left as the environment has it)
 #   MPTOOL_BIN        the mptool command [mptool]
 set -uo pipefail
 
@@ -29,6 +31,11 @@ if [ -z "$data" ] || [ -z "$spec" ]; then
     echo "mptool: error: ci-gate.sh needs MPTOOL_DATA (dataset CSV) and MPTOOL_SPEC (model spec YAML)" >&2
     exit 2
 fi
+
+if [ -n "${MPTOOL_KEY_INPUT:-}" ]; then
+    export MPTOOL_FINGERPRINT_KEY="$MPTOOL_KEY_INPUT"
+fi
+unset MPTOOL_KEY_INPUT
 
 args=(pdtp "$data" --model "$spec" --out "$out" --threshold "${MPTOOL_THRESHOLD:-1.0}" --format junit --quiet)
 if [ -n "${MPTOOL_BASELINE:-}" ]; then

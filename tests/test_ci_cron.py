@@ -395,6 +395,10 @@ def test_ci_gate_script_writes_the_step_summary_outputs_and_junit(tmp_path: Path
     assert missing.returncode == 2 and "MPTOOL_DATA" in missing.stderr
     bad = run_gate(tmp_path, **{**env, "MPTOOL_OUT": "third", "MPTOOL_SPEC": "nope.yaml"})
     assert bad.returncode == 2 and "did not finish (exit code 2)" in step.read_text()
+    keyed = run_gate(tmp_path, **{**env, "MPTOOL_OUT": "fourth", "MPTOOL_KEY_INPUT": "s3cret"})
+    assert keyed.returncode == 1
+    ident = json.loads((tmp_path / "fourth" / "pdtp.json").read_text())["summary"]["identity"]["fingerprint"]
+    assert ident["key"] == "env"
 
 
 def test_action_yml_runs_the_script_with_inputs_as_environment_only() -> None:
