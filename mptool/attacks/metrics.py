@@ -110,7 +110,8 @@ def binary_metrics(member: np.ndarray, decision: np.ndarray, score: np.ndarray) 
     }
     if 0 < member.sum() < member.size:
         finite = finite_scores(score)
-        fpr, tpr, _ = roc_curve(member, finite)
+        # every threshold: drop_intermediate would drop collinear points and can lower the TPR at x% FPR
+        fpr, tpr, _ = roc_curve(member, finite, drop_intermediate=False)
         out["auc"] = float(roc_auc_score(member, finite))
         for key, limit in LOW_FPR.items():
             out[key] = tpr_at_fpr(fpr, tpr, limit)

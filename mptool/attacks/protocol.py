@@ -39,6 +39,7 @@ from threadpoolctl import threadpool_limits
 
 from mptool.attacks import ATTACK_CHOICES, NEEDS_EVIDENCE, RESULT_NAMES
 from mptool.attacks import lira as lira_mod
+from mptool.attacks.intervals import TAG_BOOTSTRAP, bootstrap_intervals
 from mptool.attacks.leakage import LeakageEstimate, kl_leakage, summarise, true_label_logit
 from mptool.attacks.metrics import (
     ATTEMPT_COLUMNS,
@@ -631,7 +632,7 @@ def score(
     """Per-target accuracy table, per-attack metrics over all attempts and the run summary
     (Long et al. 5.4, step 4; Tables 1 and 2)."""
     names = [r for a in ATTACK_CHOICES if a in run.options.attacks for r in RESULT_NAMES[a]]
-    table, attack_out = per_target_table(draw, targets, measured, attacked, names)
+    table, attack_out = per_target_table(draw, targets, measured, attacked, names, run.seed)
     summary = run_summary(run, draw, targets, measured, table, attack_out, names, attacked)
     summary["timings"] = {k: round(v, 3) for k, v in {**run.timings, "total_s": time.perf_counter() - t_start}.items()}
     summary["manifest"] = manifest(
@@ -647,9 +648,11 @@ def score(
 
 
 def per_target_table(
-    draw: Draw, targets: TargetOutputs, measured: PdtpMeasure, attacked: AttackResults, names: list[str]
+    draw: Draw, targets: TargetOutputs, measured: PdtpMeasure, attacked: AttackResults, names: list[str],
+    seed: int = 0,
 ) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
-    """attack.csv (one row per target, columns as in ATTACK_COLUMNS) and each attack's metrics."""
+    """attack.csv (one row per target, columns as in ATTACK_COLUMNS) and each attack's metrics,
+    each with its bootstrap confidence intervals (:mod:`mptool.attacks.intervals`, seeded per attack)."""
     D, tpos, member = draw.D, draw.tpos, targets.member
     table = pd.DataFrame({"row": D.rows[tpos]})
     if D.ids is not None:
@@ -666,6 +669,9 @@ def per_target_table(
         m["per_target_accuracy_max"] = float(per_target.max())
         m["correlation_with_pdtp"] = correlations(per_target, measured.mean)
         m.update(attacked.extra.get(name, {}))
+        m["intervals"] = bootstrap_intervals(
+            *np.broadcast_arrays(member, decision, sc), rng_for(seed, TAG_BOOTSTRAP, names.index(name))
+        )
         m["roc"] = m.pop("roc")  # the long arrays last
         attack_out[name] = m
     table["max_accuracy"] = table[[f"{n}_accuracy" for n in names]].max(axis=1)
@@ -676,17 +682,45 @@ def per_target_table(
     return table, attack_out
 
 
-def gate(options: AttackOptions, attack_out: dict[str, dict[str, Any]]) -> tuple[str, str | None, list[str]]:
-    """The most accurate attack, the attack of highest AUC, and the gates they exceed."""
+#: How --max-accuracy and --max-auc decide (written in attack.json's summary.gate).
+GATE_RULE = (
+    "a gate is exceeded when the lower end of an attack's 95% bootstrap interval (over targets) is above the "
+    "limit; it is undecided (a warning, exit 0) when no lower end is but an attack's estimate or upper end is: "
+    "the run is too small to tell the attack from noise"
+)
+
+
+def gate(
+    options: AttackOptions, attack_out: dict[str, dict[str, Any]]
+) -> tuple[str, str | None, list[str], list[str]]:
+    """The most accurate attack, the attack of highest AUC, the gates exceeded and the gates undecided (GATE_RULE)."""
     best_acc = max(attack_out, key=lambda k: attack_out[k]["accuracy"])
     aucs = {k: v["auc"] for k, v in attack_out.items() if v["auc"] is not None}
     best_auc = max(aucs, key=lambda k: aucs[k]) if aucs else None
-    exceeded = []
-    if options.max_accuracy is not None and attack_out[best_acc]["accuracy"] > options.max_accuracy:
-        exceeded.append(f"{best_acc} accuracy {attack_out[best_acc]['accuracy']:.4f} > {options.max_accuracy:g}")
-    if options.max_auc is not None and best_auc is not None and aucs[best_auc] > options.max_auc:
-        exceeded.append(f"{best_auc} AUC {aucs[best_auc]:.4f} > {options.max_auc:g}")
-    return best_acc, best_auc, exceeded
+    exceeded: list[str] = []
+    undecided: list[str] = []
+    for key, word, limit in (("accuracy", "accuracy", options.max_accuracy), ("auc", "AUC", options.max_auc)):
+        if limit is None:
+            continue
+        rows = []
+        for name, m in attack_out.items():
+            if m.get(key) is None:
+                continue
+            iv = (m.get("intervals") or {}).get(key) or {}
+            low, high = iv.get("low"), iv.get("high")
+            rows.append((name, m[key], m[key] if low is None else low, m[key] if high is None else high))
+        over = [r for r in rows if r[2] > limit]
+        near = [r for r in rows if max(r[1], r[3]) > limit]
+        if over:
+            name, point, low, high = max(over, key=lambda r: (r[2], r[1]))
+            exceeded.append(f"{name} {word} {point:.4f} (95% interval {low:.4f} to {high:.4f}) > {limit:g}")
+        elif near:
+            name, point, low, high = max(near, key=lambda r: (r[1], r[3]))
+            undecided.append(
+                f"{name} {word} {point:.4f}, 95% interval {low:.4f} to {high:.4f}, contains {limit:g}: too few "
+                "targets or iterations to decide (raise --targets or --iterations)"
+            )
+    return best_acc, best_auc, exceeded, undecided
 
 
 def run_summary(
@@ -709,7 +743,7 @@ def run_summary(
     if attacked.leakage is not None:
         leakage = summarise(attacked.leakage, {n: table[f"{n}_accuracy"].to_numpy() for n in names})
     leakage["correlation_with_pdtp"] = correlations(kl, pm)
-    best_acc, best_auc, exceeded = gate(o, attack_out)
+    best_acc, best_auc, exceeded, undecided = gate(o, attack_out)
     finite = np.isfinite(pm).any()
     return {
         "estimator": run.prep.choice.name,
@@ -738,10 +772,31 @@ def run_summary(
         "best_auc_attack": best_auc,
         "strongest_attack": strongest_attack(attack_out),
         "metrics": METRICS_NOTE,
-        "gate": {"max_accuracy": o.max_accuracy, "max_auc": o.max_auc, "exceeded": exceeded},
+        "gate": {"max_accuracy": o.max_accuracy, "max_auc": o.max_auc, "exceeded": exceeded, "undecided": undecided,
+                 "rule": GATE_RULE},
         "fits": {**run.fits, "total": int(sum(v for k, v in run.fits.items() if k != "pdtp_leave_one_out_records"))},
         "jobs": run.jobs,
     }
+
+
+def interval_lines(attacks: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per attack: the 95% intervals of accuracy, AUC and TPR at 1% FPR ('n/e' = not estimable)."""
+
+    def span(iv: dict[str, Any] | None) -> str:
+        if not iv or iv.get("estimable") is False or iv.get("low") is None:
+            return "n/e"
+        return f"{iv['low']:.3f}-{iv['high']:.3f}"
+
+    lines = []
+    for name, m in attacks.items():
+        iv = m.get("intervals") or {}
+        if iv:
+            lines.append(
+                f"  {name}: 95% intervals (bootstrap over {iv.get('targets')} targets): accuracy "
+                f"{span(iv.get('accuracy'))}, AUC {span(iv.get('auc'))}, TPR@1% {span(iv.get('tpr_at_1pct_fpr'))}, "
+                f"TPR@0.1% {span(iv.get('tpr_at_0.1pct_fpr'))}"
+            )
+    return lines
 
 
 def summary_lines(outcome: AttackOutcome) -> list[str]:
@@ -761,6 +816,7 @@ def summary_lines(outcome: AttackOutcome) -> list[str]:
             f"{f(m['tpr_at_1pct_fpr'], 8, 3)}{f(m['precision'], 7, 3)}{f(m['recall'], 7, 3)}{f(m['f1'], 7, 3)}"
             f"{f(r, 9, 3)}"
         )
+    lines += interval_lines(outcome.attacks)
     best = s.get("strongest_attack")
     if best is not None:
         lines.append(

@@ -140,5 +140,7 @@ def attack(
     exceeded = result.summary["gate"]["exceeded"]
     for item in exceeded:
         ui.echo(f"gate exceeded: {item}")
+    for item in result.summary["gate"].get("undecided", []):
+        ui.warn(f"gate cannot decide: {item}")
     ui.info(f"results: {out_dir / 'attack.csv'}, {out_dir / 'attack.json'}, {out_dir / 'attempts.csv'}", quiet)
     return EXIT_FINDING if exceeded else EXIT_OK

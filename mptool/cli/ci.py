@@ -161,16 +161,20 @@ def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcom
 
 
 def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
-    """attack's gates: --max-accuracy and --max-auc on the strongest attack; a gate not given is skipped."""
+    """attack's gates: --max-accuracy and --max-auc; a gate not given, or one the run cannot decide, is skipped."""
     g = summary.get("gate") or {}
     exceeded = [str(e) for e in g.get("exceeded") or []]
+    undecided = [str(e) for e in g.get("undecided") or []]
     cases = []
     for key, flag, word in (("max_accuracy", "--max-accuracy", "accuracy"), ("max_auc", "--max-auc", "AUC")):
         limit = g.get(key)
         name = f"{flag}: strongest attack's {word} <= {limit:g}" if limit is not None else f"{flag} (not given)"
         hits = [e for e in exceeded if f" {word} " in f" {e} "]
+        unsure = [e for e in undecided if f" {word} " in f" {e} "]
         if limit is None:
             cases.append(GateCase(name, "mptool.attack", False, f"{flag} not given", skipped=True))
+        elif unsure and not hits:
+            cases.append(GateCase(name, "mptool.attack", False, "cannot decide: " + "; ".join(unsure), skipped=True))
         else:
             cases.append(GateCase(name, "mptool.attack", bool(hits), "; ".join(hits), "\n".join(hits)))
     return cases
