@@ -395,6 +395,10 @@ def attack_gate(inputs: ReportInputs) -> str | None:
         return "No gate given (--max-accuracy / --max-auc): mptool attack exited with code 0."
     if exceeded:
         return f"Gate {', '.join(limits)} exceeded: {'; '.join(map(str, exceeded))}. mptool attack exited with code 1."
+    undecided = lookup(gate, "undecided") or []
+    if undecided:
+        return (f"Gate {', '.join(limits)} cannot decide: {'; '.join(map(str, undecided))}. "
+                "mptool attack exited with code 0 and a warning.")
     return f"Gate {', '.join(limits)} not exceeded: mptool attack exited with code 0."
 
 
