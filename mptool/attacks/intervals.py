@@ -78,15 +78,16 @@ def resample_stats(att: Attempts, weights: np.ndarray) -> dict[str, np.ndarray]:
             "f1": f1,
             "advantage": recall - fpr_dec,
         }
-        pos = np.asarray((att.pos.T @ w.T).T)  # resamples x score groups (ascending scores)
-        neg = np.asarray((att.neg.T @ w.T).T)
-        n_pos, n_neg = pos.sum(axis=1), neg.sum(axis=1)
-        above = n_pos[:, None] - np.cumsum(pos, axis=1)  # members with a higher score than the group
-        out["auc"] = (neg * (above + 0.5 * pos)).sum(axis=1) / (n_pos * n_neg)
-        tpr = np.cumsum(pos[:, ::-1], axis=1) / n_pos[:, None]  # thresholds from the highest score down
-        fpr = np.cumsum(neg[:, ::-1], axis=1) / n_neg[:, None]
+        # score groups x resamples, highest score first (C order: the cumulative sums run down the rows)
+        pos = np.ascontiguousarray(np.asarray(att.pos.T @ w.T)[::-1])
+        neg = np.ascontiguousarray(np.asarray(att.neg.T @ w.T)[::-1])
+        n_pos, n_neg = pos.sum(axis=0), neg.sum(axis=0)
+        tp = np.cumsum(pos, axis=0)  # members scored at or above each group
+        above = tp - pos  # members scored strictly above
+        out["auc"] = (neg * (above + 0.5 * pos)).sum(axis=0) / (n_pos * n_neg)
+        fpr = np.cumsum(neg, axis=0) / n_neg
         for key, limit in LOW_FPR.items():
-            out[key] = np.where(fpr <= limit + 1e-15, tpr, 0.0).max(axis=1, initial=0.0)
+            out[key] = np.where(fpr <= limit + 1e-15, tp, 0.0).max(axis=0, initial=0.0) / n_pos
     return out
 
 
