@@ -27,8 +27,9 @@ from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
 ATTACK_EXIT_HELP = (
-    "Exit codes: 0 = no gate given or no gate exceeded; 1 = --max-accuracy or --max-auc exceeded by the "
-    "strongest attack; 2 = bad input or usage; 3 = unexpected internal error; 130/143 = interrupted (SIGINT/SIGTERM)."
+    "Exit codes: 0 = no gate given, no gate exceeded, or a gate the run cannot decide (a warning); 1 = the lower "
+    "end of an attack's 95% interval above --max-accuracy or --max-auc; 2 = bad input or usage; "
+    "3 = unexpected internal error; 130/143 = interrupted (SIGINT/SIGTERM)."
 )
 
 
@@ -52,8 +53,12 @@ def attack(
     ] = "population",
     per_class: Annotated[bool, typer.Option(help="Untargeted: one attack model per class (Shokri).")] = False,
     pdtp_iterations: Annotated[int, typer.Option(help="Iterations whose PDTP is measured and averaged.")] = 10,
-    max_accuracy: Annotated[float | None, typer.Option(help="Exit 1 if an attack's accuracy exceeds this.")] = None,
-    max_auc: Annotated[float | None, typer.Option(help="Exit 1 if an attack's ROC AUC exceeds this.")] = None,
+    max_accuracy: Annotated[
+        float | None, typer.Option(help="Exit 1 if an attack's accuracy exceeds this beyond noise (95% lower end).")
+    ] = None,
+    max_auc: Annotated[
+        float | None, typer.Option(help="Exit 1 if an attack's ROC AUC exceeds this beyond noise (95% lower end).")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/attack-TIMESTAMP].")] = None,
     jobs: JobsOpt = 0,
     seed: SeedOpt = None,
