@@ -3,7 +3,7 @@
 The bootstrap's weighted statistics are checked against an independent reference built
 another way: the attempts of each target repeated as often as the resample drew it, scored by
 :func:`mptool.attacks.metrics.binary_metrics` (scikit-learn's ROC). A gate on 20 targets whose
-interval contains the limit says it cannot decide (exit 0, one warning), not "exceeded".
+interval contains the limit says it cannot decide, not "exceeded", and fails closed (exit 1).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def attack_args(d: Path, *extra: str) -> list[str]:
             "--iterations", "2", "--targets", "20", "--pairs", "1", "--pdtp-iterations", "0", "-q", *extra]
 
 
-def test_a_gate_on_20_targets_cannot_decide_instead_of_failing_on_noise(tmp_path: Path) -> None:
+def test_a_gate_on_20_targets_cannot_decide_and_fails_closed(tmp_path: Path) -> None:
     first = run_cli(*attack_args(tmp_path, "--out", tmp_path / "a"))
     assert first.code == 0, first.stderr
     doc = json.loads((tmp_path / "a" / "attack.json").read_text())
@@ -91,14 +91,16 @@ def test_a_gate_on_20_targets_cannot_decide_instead_of_failing_on_noise(tmp_path
     assert point - low > 0.02
     limit = f"{(low + point) / 2:.4f}"  # above the lower end, below the estimate: noise cannot be ruled out
     res = run_cli(*attack_args(tmp_path, "--out", tmp_path / "b", "--max-auc", limit, "--format", "junit"))
-    assert res.code == 0
+    assert res.code == 1  # could not check: fails closed
     warn = [ln for ln in res.stderr.splitlines() if ln.startswith("mptool: warning: gate cannot decide:")]
     assert len(warn) == 1 and f"contains {float(limit):g}" in warn[0] and "--targets" in warn[0]
     gate = json.loads((tmp_path / "b" / "attack.json").read_text())["summary"]["gate"]
     assert gate["exceeded"] == [] and len(gate["undecided"]) == 1 and "lower end" in gate["rule"]
     suite = xmlschema.XMLSchema(XSD).to_dict(tmp_path / "b" / "junit.xml")["testsuite"][0]
     auc_case = next(c for c in suite["testcase"] if c["@name"].startswith("--max-auc"))
-    assert "skipped" in auc_case and "cannot decide" in auc_case["skipped"]["@message"]
+    failure = auc_case["failure"]
+    failure = failure[0] if isinstance(failure, list) else failure
+    assert "cannot decide" in failure["@message"]
     below = f"{low - 0.01:.4f}"  # below the lower end: exceeded beyond noise
     res = run_cli(*attack_args(tmp_path, "--out", tmp_path / "c", "--max-auc", below))
     assert res.code == 1 and "gate exceeded: distance AUC" in res.stdout and "95% interval" in res.stdout

@@ -685,8 +685,9 @@ def per_target_table(
 #: How --max-accuracy and --max-auc decide (written in attack.json's summary.gate).
 GATE_RULE = (
     "a gate is exceeded when the lower end of an attack's 95% bootstrap interval (over targets) is above the "
-    "limit; it is undecided (a warning, exit 0) when no lower end is but an attack's estimate or upper end is: "
-    "the run is too small to tell the attack from noise"
+    "limit; it is undecided when no lower end is but an attack's estimate or upper end is: the run is too "
+    "small to tell the attack from noise. An undecided gate fails closed (exit 1, with a line saying it could "
+    "not decide and how to make the run decide): a gate that could not check never passes"
 )
 
 

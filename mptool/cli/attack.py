@@ -27,8 +27,8 @@ from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
 ATTACK_EXIT_HELP = (
-    "Exit codes: 0 = no gate given, no gate exceeded, or a gate the run cannot decide (a warning); 1 = the lower "
-    "end of an attack's 95% interval above --max-accuracy or --max-auc; 2 = bad input or usage; "
+    "Exit codes: 0 = no gate given or no gate exceeded; 1 = the lower end of an attack's 95% interval above "
+    "--max-accuracy or --max-auc, or a gate the run is too small to decide (fails closed); 2 = bad input or usage; "
     "3 = unexpected internal error; 130/143 = interrupted (SIGINT/SIGTERM)."
 )
 
@@ -145,7 +145,8 @@ def attack(
     exceeded = result.summary["gate"]["exceeded"]
     for item in exceeded:
         ui.echo(f"gate exceeded: {item}")
-    for item in result.summary["gate"].get("undecided", []):
-        ui.warn(f"gate cannot decide: {item}")
+    undecided = result.summary["gate"].get("undecided", [])
+    for item in undecided:
+        ui.warn(f"gate cannot decide: {item}; counted as failed (a gate fails closed)")
     ui.info(f"results: {out_dir / 'attack.csv'}, {out_dir / 'attack.json'}, {out_dir / 'attempts.csv'}", quiet)
-    return EXIT_FINDING if exceeded else EXIT_OK
+    return EXIT_FINDING if exceeded or undecided else EXIT_OK

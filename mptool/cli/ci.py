@@ -161,7 +161,7 @@ def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcom
 
 
 def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
-    """attack's gates: --max-accuracy and --max-auc; a gate not given, or one the run cannot decide, is skipped."""
+    """attack's gates: --max-accuracy and --max-auc; a gate not given is skipped, one the run cannot decide fails."""
     g = summary.get("gate") or {}
     exceeded = [str(e) for e in g.get("exceeded") or []]
     undecided = [str(e) for e in g.get("undecided") or []]
@@ -174,7 +174,8 @@ def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
         if limit is None:
             cases.append(GateCase(name, "mptool.attack", False, f"{flag} not given", skipped=True))
         elif unsure and not hits:
-            cases.append(GateCase(name, "mptool.attack", False, "cannot decide: " + "; ".join(unsure), skipped=True))
+            why = "cannot decide (fails closed): " + "; ".join(unsure)
+            cases.append(GateCase(name, "mptool.attack", True, why, why))
         else:
             cases.append(GateCase(name, "mptool.attack", bool(hits), "; ".join(hits), "\n".join(hits)))
     return cases

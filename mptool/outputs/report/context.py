@@ -398,7 +398,7 @@ def attack_gate(inputs: ReportInputs) -> str | None:
     undecided = lookup(gate, "undecided") or []
     if undecided:
         return (f"Gate {', '.join(limits)} cannot decide: {'; '.join(map(str, undecided))}. "
-                "mptool attack exited with code 0 and a warning.")
+                "The gate fails closed: mptool attack exited with code 1.")
     return f"Gate {', '.join(limits)} not exceeded: mptool attack exited with code 0."
 
 
