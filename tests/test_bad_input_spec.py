@@ -139,6 +139,11 @@ def nan_in_spec(d: Path):
     return pdtp_args(d, good_csv(d), yaml_spec(d, text)), ["s.yaml line 5", "model.params.var_smoothing", "finite"]
 
 
+def overflowing_number(d: Path):
+    text = SPEC_HEAD + "  params: {var_smoothing: 1e999}\n"
+    return pdtp_args(d, good_csv(d), yaml_spec(d, text)), ["s.yaml line 5", "1e999", "too large"]
+
+
 def inf_bin_edge(d: Path):
     text = SPEC_HEAD + "  bins: {x1: [-.inf, 0.0]}\n"
     return pdtp_args(d, good_csv(d), yaml_spec(d, text)), ["s.yaml line 5", "model.bins.x1[0]", "finite"]
@@ -336,6 +341,7 @@ CASES: list[Case] = [
     date_like_key,
     number_as_key,
     nan_in_spec,
+    overflowing_number,
     inf_bin_edge,
     non_numeric_alpha,
     params_mapping,

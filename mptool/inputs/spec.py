@@ -115,6 +115,8 @@ def _plain(node: yaml.ScalarNode) -> Any:
     if _NONFINITE.match(text):
         return _Refused(_line(node), f"{text} is not a finite number; every number in a spec must be finite")
     v12, v11 = _reading_12(text), _reading_11(node)
+    if isinstance(v12, float) and not math.isfinite(v12):  # 1e999 overflows to inf
+        return _Refused(_line(node), f"{text} is not a finite number (too large); every number must be finite")
     if _LEADING_ZERO.match(text):
         v12 = int(text)  # YAML 1.2 reads 010 as 10, YAML 1.1 as octal 8 (and 09 as text): refused below
         v11 = "text" if v11 is None else v11
