@@ -32,7 +32,7 @@ from typing import Any
 
 import pandas as pd
 
-from mptool.api.pdtp import PdtpOptions, run_pdtp, select_positions
+from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_positions
 from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
 from mptool.attacks.protocol import AttackOptions, parse_attacks, run_attack
 from mptool.inputs import options as checks
@@ -131,7 +131,8 @@ def _run_context(
 def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = ()) -> Prepared:
     """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec)."""
     prep = prepare(data, spec, allow_import)
-    select_positions(prep, options.records, options.sample)
+    positions = select_positions(prep, options.records, options.sample)
+    noise_floor_records(prep.template, options.noise_floor, len(positions))  # a --noise-floor too large fails here
     select_engine(options.engine, spec, prep.template)
     resolve_queries(options.queries, prep.train, spec.data.missing_values)  # a bad --queries file fails here
     return prep
@@ -147,6 +148,8 @@ def pdtp(
     jobs: int | None = None,
     engine: str = "auto",
     queries: str = "self",
+    gate: str = "binned",
+    noise_floor: int | None = None,
     backend: str = "loky",
     scheduler: str | None = None,
     allow_import: tuple[str, ...] = (),
@@ -157,14 +160,20 @@ def pdtp(
     """PDTP of the training records of ``spec`` on ``data`` and the DTP-1 verdict (Long et al. 4.3-4.4, 5).
 
     ``records`` are CSV row numbers in T, ``sample`` a seeded draw of K records of T.
+    ``gate`` is the scale of the verdict: ``binned`` (the paper's, default) or ``raw``.
+    ``noise_floor`` records are refitted with their row moved to the end of T (None: 20 when
+    the estimator's fit depends on row order, else 0; see :mod:`mptool.privacy.noise`).
     ``prepared`` skips reading the data again when the caller already prepared it.
     """
     checks.check_operation(
-        jobs=jobs, scheduler=scheduler, allow_import=allow_import, threshold=threshold, sample=sample
+        jobs=jobs, scheduler=scheduler, allow_import=allow_import, threshold=threshold, sample=sample,
+        gate=gate, noise_floor=noise_floor,
     )
     spec = as_spec(spec)
     backend = check_backend(backend, scheduler)
-    options = PdtpOptions(threshold, records, sample, jobs, engine, backend=backend, queries=queries)
+    options = PdtpOptions(
+        threshold, records, sample, jobs, engine, backend=backend, queries=queries, gate=gate, noise_floor=noise_floor
+    )
     prep = prepared or prepare_pdtp(data, spec, options, allow_import)
     key = run_key("pdtp", spec.sha256(), prep.train.sha256, options_dict(options))
     ckpt = checkpoint(key) if checkpoint else None

@@ -19,7 +19,15 @@ from mptool.inputs.fingerprint import fingerprints, identity, run_key
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
 from mptool.outputs.results import manifest
-from mptool.privacy.dtp import pdtp_of, raw_pdtp, summarize
+from mptool.privacy.dtp import bin_edge, pdtp_of, summarize
+from mptool.privacy.noise import (
+    DEFAULT_RECORDS,
+    OrderDependence,
+    floor_positions,
+    floor_summary,
+    measure_floor,
+    order_dependence,
+)
 from mptool.privacy.stability import beyond_pdtp, resolve_queries
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
@@ -30,16 +38,22 @@ PDTP_COLUMNS = {
     "id": "value of the spec's id column (only when data.id is set)",
     "label": "the record's label",
     "pdtp": "max over classes of |ln p_T(y|x_t) - ln p_{T minus t}(y|x_t)|, binned probabilities",
-    "pdtp_raw": "the same on the raw (unbinned) probabilities: pdtp_raw <= DTP(t) <= dtp_upper",
+    "pdtp_raw": "the same on the raw (unbinned) probabilities, floored at 1e-12 as with bin_size 0: "
+    "pdtp_raw <= DTP(t) <= dtp_upper",
     "worst_class": "the class attaining the maximum",
     "p_full": "binned probability of worst_class from the model trained on T",
     "p_loo": "binned probability of worst_class from the model trained on T without the record",
-    "violation": "true when pdtp exceeds the threshold (DTP-1 for the default 1.0)",
+    "violation": "true when the gated PDTP exceeds the threshold (DTP-1 for the default 1.0): pdtp with --gate "
+    "binned (default, the paper's definition), pdtp_raw with --gate raw",
+    "bin_edge": "true when pdtp exceeds the threshold but pdtp_raw does not: a violation made only by where the bin "
+    "edges fall (e.g. 0.0099 vs 0.0101, raw ln 1.02, binned 0.005 vs 0.015 = ln 3)",
     "dtp_upper": "upper bound of DTP(t) over the whole feature domain, raw probabilities (Long et al. section 6, "
     "made per record and exact: naive Bayes, logistic regression); empty where none applies",
     "dtp_upper_binned": "dtp_upper carried to binned probabilities (never below ln 3 when binning): pdtp <= this",
     "dtp_upper_vacuous": "true when dtp_upper is at or above the binning cap ln((1 - b/2)/(b/2)) (5.29 for b = 0.01)",
     "dtp_queries": "with --queries train|FILE: max over the query points and classes of the binned log-ratio",
+    "above_noise_floor": "with a measured noise floor: true when the gated PDTP exceeds the floor's 95th percentile "
+    "(PDTP of A(T) vs A(T with a row moved to the end)); empty when no floor was measured",
     "fingerprint": "keyed hash of the record's feature and label values (mptool.inputs.fingerprint): finds the "
     "record again in another run (--baseline, --waivers, mptool diff) without publishing its values",
 }
@@ -56,6 +70,8 @@ class PdtpOptions:
     engine: str = "auto"
     backend: str = "loky"
     queries: str = "self"  # self (PDTP), train (every record of T) or a CSV path
+    gate: str = "binned"  # the scale of the verdict: binned (the paper's) or raw
+    noise_floor: int | None = None  # records in the noise floor's sample; None = 20 if order matters, else 0
 
 
 @dataclass
@@ -87,6 +103,25 @@ def select_positions(prep: Prepared, records: list[int] | None, sample: int | No
         rng = np.random.default_rng(prep.spec.seed)
         return np.sort(rng.choice(T.n, size=sample, replace=False)).astype(np.int64)
     return np.arange(T.n, dtype=np.int64)
+
+
+def noise_floor_records(template: Any, requested: int | None, n_audited: int) -> tuple[int, OrderDependence]:
+    """Records in the noise floor's sample (``--noise-floor``) and the estimator's order dependence.
+
+    Default: ``DEFAULT_RECORDS`` (at most every audited record) when the fit depends on the
+    row order or may, 0 when it is exactly paired. A requested count above the number of
+    audited records is refused.
+    """
+    dependence = order_dependence(template)
+    if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int | np.integer)):
+        raise InputError(f"--noise-floor must be a whole number of records (got {requested!r})")
+    if requested is None:
+        return (0 if dependence.dependent is False else min(DEFAULT_RECORDS, n_audited)), dependence
+    if requested > n_audited:
+        raise InputError(
+            f"--noise-floor must be at most the number of audited records {n_audited} (got {requested})"
+        )
+    return requested, dependence
 
 
 def check_finite(p_full: np.ndarray, p_loo: np.ndarray, rows: np.ndarray, estimator: str) -> None:
@@ -137,27 +172,34 @@ def run_pdtp(
 
     bin_size = spec.output.bin_size
     values = pdtp_of(result.p_full, result.p_loo, bin_size)
+    raw = pdtp_of(result.p_full, result.p_loo, 0.0).pdtp  # unbinned, floored at PROB_FLOOR
+    gated = values.pdtp if options.gate == "binned" else raw
     table = pd.DataFrame({"row": T.rows[positions]})
     if T.ids is not None:
         table["id"] = T.ids[positions]
     table["label"] = T.y[positions]
     table["pdtp"] = values.pdtp
-    table["pdtp_raw"] = raw_pdtp(result.p_full, result.p_loo)
+    table["pdtp_raw"] = raw
     table["worst_class"] = prep.classes[values.worst]
     table["p_full"] = values.p_full
     table["p_loo"] = values.p_loo
-    table["violation"] = values.pdtp > options.threshold
+    table["violation"] = gated > options.threshold
+    table["bin_edge"] = bin_edge(values.pdtp, raw, options.threshold)
     beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
     for name, column in beyond.items():
         table[name] = column
+    noise, above = _noise_floor(prep, options, request, gated, progress)
+    if above is not None:
+        table["above_noise_floor"] = above
     table["fingerprint"] = fingerprints(T.take(positions), key)
 
     train_acc = float(np.mean(full_model.predict(T.X) == T.y))
-    summary: dict[str, Any] = summarize(values.pdtp, options.threshold)
+    summary: dict[str, Any] = summarize(values.pdtp, options.threshold, raw, options.gate)
     summary.update(
         {
             "engine": result.engine,
             "dtp": dtp_summary,
+            "noise_floor": noise,
             "n_train": T.n,
             "rows_dropped_missing": prep.population.dropped_missing,
             "classes": prep.classes.tolist(),
@@ -175,3 +217,25 @@ def run_pdtp(
         }
     )
     return PdtpOutcome(table=table, summary=summary, notes=list(prep.notes))
+
+
+def _noise_floor(
+    prep: Prepared,
+    options: PdtpOptions,
+    request: LooRequest,
+    gated: np.ndarray,
+    progress: Callable[[int, str], AbstractContextManager[Callable[[int], None]]],
+) -> tuple[dict[str, Any], np.ndarray | None]:
+    """Measure the noise floor (:mod:`mptool.privacy.noise`) when it applies; its summary and column."""
+    T = prep.train
+    positions = request.positions
+    k, dependence = noise_floor_records(prep.template, options.noise_floor, len(positions))
+    floor = None
+    if k > 0:
+        sample = floor_positions(positions, k, prep.spec.seed)
+        with progress(k, "noise floor (a row moved to the end of T)") as advance:
+            floor = measure_floor(
+                prep.template, request.full_model, T.X, T.y, prep.classes, sample,
+                prep.spec.output.bin_size, request.jobs, request.backend, advance,
+            )
+    return floor_summary(floor, dependence, T.rows, gated, options.gate, options.threshold)

@@ -35,32 +35,83 @@ from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
 
+def bin_edge_clause(summary: dict) -> str:
+    """The verdict line's clause on bin-edge violations (binned PDTP above the threshold, raw not).
+
+    Empty when binning is off or no record is above the threshold on the binned scale.
+    """
+    if not summary.get("bin_size") or not summary.get("violations_binned"):
+        return ""
+    edge, thr = summary["violations_bin_edge"], f"{summary['threshold']:g}"
+    if summary.get("gate") == "raw":
+        return f" (binned: {summary['violations_binned']} above, {edge} only a bin-edge step)"
+    return f" ({edge} only a bin-edge step: raw ratio <= {thr})"
+
+
+def noise_floor_clause(summary: dict) -> str:
+    """The verdict line's clause on the noise floor, when one was measured."""
+    floor = summary.get("noise_floor") or {}
+    if not floor.get("records"):
+        return ""
+    return (
+        f"; noise floor p95 {floor['p95']:.4f} ({floor['records']} records refitted with their row moved), "
+        f"{floor['records_above_p95']} of {summary['n']} records above it"
+    )
+
+
+def verdict_line(summary: dict) -> str:
+    """The one-line DTP-1 verdict: max, threshold, violations (+ bin-edge clause, + noise-floor clause)."""
+    raw = summary.get("gate") == "raw"
+    gate = ", gate raw" if raw else ""
+    return (
+        f"DTP-1 {'VIOLATED' if summary['verdict'] == 'fail' else 'holds'}: max {'raw ' if raw else ''}PDTP "
+        f"{summary['max']:.4f} (threshold {summary['threshold']:g}{gate}), {summary['violations']} of "
+        f"{summary['n']} records above{bin_edge_clause(summary)}{noise_floor_clause(summary)}; "
+        f"engine {summary['engine']}, {summary['timings']['total_s']:.2f}s"
+    )
+
+
+def noise_floor_line(summary: dict) -> str:
+    """A terminal line on training noise: the measured floor, or why the pairing is exact."""
+    floor = summary.get("noise_floor") or {}
+    if not floor.get("records"):
+        return f"training noise: {floor.get('why', '')}; {floor.get('note', '')}"
+    b, r = floor["binned"], floor["raw"]
+    return (
+        f"noise floor ({floor['records']} records, A(T) vs A(T with t's row moved to the end), same seed; "
+        f"{floor['why']}): binned mean {b['mean']:.4f}, p95 {b['p95']:.4f}, max {b['max']:.4f}, "
+        f"{100 * b['fraction_above_threshold']:.0f}% above {summary['threshold']:g}; raw mean {r['mean']:.4f}, "
+        f"max {r['max']:.4f}; {floor['records_above_p95']} of {summary['n']} records' PDTP above the floor's p95"
+    )
+
+
 def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
     """Verdict line and the ten riskiest records."""
     verdict = summary["verdict"]
-    line = (
-        f"DTP-1 {'VIOLATED' if verdict == 'fail' else 'holds'}: max PDTP {summary['max']:.4f} "
-        f"(threshold {summary['threshold']:g}), {summary['violations']} of {summary['n']} records above; "
-        f"engine {summary['engine']}, {summary['timings']['total_s']:.2f}s"
-    )
+    line = verdict_line(summary)
     if quiet:
         ui.echo(line, limit=None)
         return
-    top = table.sort_values(["pdtp", "row"], ascending=[False, True]).head(10)
+    key = "pdtp_raw" if summary.get("gate") == "raw" else "pdtp"
+    top = table.sort_values([key, "row"], ascending=[False, True]).head(10)
     t = Table(title="Riskiest records", title_justify="left")
-    for col in ("row", *(["id"] if "id" in table else []), "label", "pdtp", "worst_class", "p_full", "p_loo"):
-        t.add_column(col, justify="right" if col in ("row", "pdtp", "p_full", "p_loo") else "left")
+    cols = ("row", *(["id"] if "id" in table else []), "label", "pdtp", "pdtp_raw", "worst_class", "p_full", "p_loo")
+    for col in (*cols, "note"):
+        t.add_column(col, justify="right" if col in ("row", "pdtp", "pdtp_raw", "p_full", "p_loo") else "left")
     for _, r in top.iterrows():  # id, label and class come from the data: escaped excerpts
         cells = [ui.cell(r["row"]), *([ui.cell(r["id"])] if "id" in table else [])]
-        cells += [ui.cell(r["label"]), f"{r['pdtp']:.4f}", ui.cell(r["worst_class"])]
-        cells += [f"{r['p_full']:.3f}", f"{r['p_loo']:.3f}"]
+        cells += [ui.cell(r["label"]), f"{r['pdtp']:.4f}", f"{r['pdtp_raw']:.4f}", ui.cell(r["worst_class"])]
+        cells += [f"{r['p_full']:.3f}", f"{r['p_loo']:.3f}", "bin edge" if r["bin_edge"] else ""]
         t.add_row(*cells)
     out_console.print(t)
     s = summary
     out_console.print(
         f"records {s['n']} (of T={s['n_train']}), mean {s['mean']:.4f}, median {s['median']:.4f}, "
-        f"p95 {s['p95']:.4f}, max {s['max']:.4f}"
+        f"p95 {s['p95']:.4f}, max {s['max']:.4f}; above {s['threshold']:g}: binned {s['violations_binned']} "
+        f"(bin-edge steps {s['violations_bin_edge']}), raw {s['violations_raw']}",
+        markup=False,
     )
+    out_console.print(ui.safe_line(noise_floor_line(summary)), markup=False, highlight=False)
     out_console.print(ui.safe_line(line, None), style="bold red" if verdict == "fail" else "bold green")
 
 
@@ -77,6 +128,21 @@ def pdtp(
     records: Annotated[str | None, typer.Option(help="Only these CSV rows, e.g. 0,5,9 (must be in T).")] = None,
     sample: Annotated[int | None, typer.Option(help="Only K records of T, drawn with the seed.")] = None,
     engine: EngineOpt = "auto",
+    gate: Annotated[
+        str,
+        typer.Option(
+            help="Scale of the DTP-1 verdict: binned (the paper's binned PDTP) or raw (unbinned PDTP, "
+            "which bin-edge steps do not trip)."
+        ),
+    ] = "binned",
+    noise_floor: Annotated[
+        int | None,
+        typer.Option(
+            "--noise-floor",
+            help="Records refitted with their row moved to the end of T (true influence 0) to measure training "
+            "noise [default: 20 when the fit depends on row order (MLP, SGD, bootstrap), else 0].",
+        ),
+    ] = None,
     queries: Annotated[
         str,
         typer.Option(
@@ -113,7 +179,9 @@ def pdtp(
     from mptool.runtime.parallel import check_backend
 
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
-    flags.check_pdtp_flags(threshold=threshold, train_size=train_size, sample=sample)
+    flags.check_pdtp_flags(
+        threshold=threshold, train_size=train_size, sample=sample, gate=gate, noise_floor=noise_floor
+    )
     formats = flags.check_ci_flags(formats=format, tolerance=baseline_tolerance, baseline=baseline, waivers=waivers)
     data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
     if resume and out is None:
@@ -121,7 +189,10 @@ def pdtp(
     backend = check_backend(backend, scheduler)
     spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
     rows = parse_rows(records)
-    options = PdtpOptions(threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries)
+    options = PdtpOptions(
+        threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries, gate=gate,
+        noise_floor=noise_floor,
+    )
     gate_inputs = ci.read_gate_inputs(baseline, waivers, baseline_tolerance)  # also MPTOOL_FINGERPRINT_KEY
     inputs = {"the data file": data_path, "the spec": spec_path, "the --queries file": queries,
               "the --baseline": gate_inputs.baseline.path if gate_inputs.baseline else None,
@@ -137,7 +208,8 @@ def pdtp(
 
     result = run(
         data_path, spec, threshold=threshold, records=rows, sample=sample, jobs=jobs or None, engine=engine,
-        queries=queries, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
+        queries=queries, gate=gate, noise_floor=noise_floor, backend=backend, scheduler=scheduler,
+        progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep,
     )
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}

@@ -47,6 +47,10 @@ ATTACK_MAX = {
 ATTACK_MAY_BE_ZERO = ("shadow_pool", "pdtp_iterations")
 #: The protocol keeps an iterations x candidates membership matrix (one byte per cell).
 ATTACK_CELLS_MAX = 200_000_000
+#: pdtp --gate: the scale the DTP-1 verdict is taken on (binned = Long et al. 5.2, the default).
+GATES = ("binned", "raw")
+#: pdtp --noise-floor: records refitted with their row moved; far above any useful sample.
+NOISE_FLOOR_MAX = 1_000_000
 #: reduce-dtp: removal steps in the trace.
 MAX_REMOVALS_MAX = 1_000_000
 #: datasets make-purchase: records x features cells (float64 draws before the 0/1 cast).
@@ -159,11 +163,27 @@ def check_run_flags(
     check_allow_import(allow_import)
 
 
-def check_pdtp_flags(*, threshold: float, train_size: int | None, sample: int | None) -> None:
-    """``mptool pdtp``: threshold, training-set size and sample size."""
+def check_gate(value: str, flag: str = "--gate") -> None:
+    """``--gate``: ``binned`` (the paper's binned PDTP, default) or ``raw`` (unbinned PDTP)."""
+    if not isinstance(value, str) or value not in GATES:
+        shown = str(value) if len(str(value)) <= 40 else str(value)[:40] + "..."
+        raise InputError(f"{flag} must be {' or '.join(GATES)} (got {shown!r})")
+
+
+def check_pdtp_flags(
+    *,
+    threshold: float,
+    train_size: int | None,
+    sample: int | None,
+    gate: str = "binned",
+    noise_floor: int | None = None,
+) -> None:
+    """``mptool pdtp``: threshold, training-set size, sample size, gate and noise-floor records."""
     check_threshold(threshold)
     check_count(train_size, "--train-size", 2)
     check_count(sample, "--sample", 1)
+    check_gate(gate)
+    check_count(noise_floor, "--noise-floor", 0, NOISE_FLOOR_MAX)
 
 
 def check_reduce_flags(*, threshold: float, train_size: int | None, max_removals: int) -> None:
@@ -218,6 +238,8 @@ def check_operation(
     threshold: float | None = None,
     sample: int | None = None,
     max_removals: int | None = None,
+    gate: str = "binned",
+    noise_floor: int | None = None,
 ) -> None:
     """The same rules for the Python API (``mptool.pdtp``, ``attack``, ``reduce_dtp``), naming its parameters."""
     check_jobs(jobs or 0, scheduler, flag="jobs")
@@ -227,6 +249,8 @@ def check_operation(
         check_threshold(threshold, "threshold")
     check_count(sample, "sample", 1)
     check_count(max_removals, "max_removals", 0, MAX_REMOVALS_MAX)
+    check_gate(gate, "gate")
+    check_count(noise_floor, "noise_floor", 0, NOISE_FLOOR_MAX)
 
 
 #: Output formats of ``--format`` on pdtp, attack and reduce-dtp: csv and json are always written.

@@ -1,8 +1,10 @@
 """The generic leave-one-out engine: refit the whole pipeline on T \\ {t} for every t.
 
-Works for any spec. Both fits use the same ``random_state`` (the spec's seed), so training
-noise is paired and not counted as the record's influence (PDTP as in Long et al. 4.2).
-Records are processed in chunks across joblib workers.
+Works for any spec. Both fits use the same ``random_state`` (the spec's seed). That pairs the
+training noise only when the fit depends on T as a set; removing t also shifts every later
+row, and a fit that depends on row positions (minibatch shuffling, bootstrap) changes for
+that reason too. ``mptool.privacy.noise`` says which estimators are exactly paired and
+measures the floor of the others. Records are processed in chunks across joblib workers.
 """
 
 from __future__ import annotations

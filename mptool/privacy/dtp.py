@@ -56,11 +56,33 @@ def raw_pdtp(p_full: np.ndarray, p_loo: np.ndarray) -> np.ndarray:
     return ratio.max(axis=1) if ratio.size else np.zeros(len(ratio))
 
 
-def summarize(values: np.ndarray, threshold: float) -> dict[str, float | int | str]:
-    """Summary statistics of per-record PDTP and the DTP-1 verdict (max <= threshold passes)."""
-    v = np.asarray(values, dtype=float)
+def bin_edge(binned: np.ndarray, raw: np.ndarray, threshold: float) -> np.ndarray:
+    """Violations that binning alone makes: binned PDTP above ``threshold``, raw PDTP at or below it.
+
+    ``raw`` is the PDTP of the unbinned probabilities floored at ``PROB_FLOOR`` (``pdtp_of``
+    with bin size 0). Binning (section 5.2) replaces each probability by its bin's centre, so two
+    probabilities on either side of a bin edge move apart: 0.0099 and 0.0101 (raw ratio
+    ln 1.02) become 0.005 and 0.015 (ln 3). Such a record violates DTP-1 as the paper defines
+    it, but only through where the edges fall; its raw ratio stays below the threshold.
+    """
+    b, r = np.asarray(binned, dtype=float), np.asarray(raw, dtype=float)
+    return (b > threshold) & (r <= threshold)
+
+
+def summarize(
+    values: np.ndarray, threshold: float, raw: np.ndarray | None = None, gate: str = "binned"
+) -> dict[str, float | int | str]:
+    """Summary statistics of per-record PDTP and the DTP-1 verdict (max <= threshold passes).
+
+    ``values`` is the binned PDTP (the paper's definition). With ``raw`` (the unbinned PDTP)
+    the summary also counts the violations on either scale and those that are only bin-edge
+    steps (:func:`bin_edge`), and ``gate`` chooses the scale of the statistics and the verdict:
+    ``binned`` (default, the paper's) or ``raw``.
+    """
+    b = np.asarray(values, dtype=float)
+    v = b if raw is None or gate == "binned" else np.asarray(raw, dtype=float)
     violations = int(np.sum(v > threshold))
-    return {
+    out: dict[str, float | int | str] = {
         "n": int(v.size),
         "max": float(v.max()) if v.size else 0.0,
         "mean": float(v.mean()) if v.size else 0.0,
@@ -70,3 +92,17 @@ def summarize(values: np.ndarray, threshold: float) -> dict[str, float | int | s
         "threshold": float(threshold),
         "verdict": "fail" if violations else "pass",
     }
+    if raw is not None:
+        r = np.asarray(raw, dtype=float)
+        out.update(
+            {
+                "gate": gate,
+                "violations_binned": int(np.sum(b > threshold)),
+                "violations_raw": int(np.sum(r > threshold)),
+                "violations_bin_edge": int(np.sum(bin_edge(b, r, threshold))),
+                "violations_hidden_by_binning": int(np.sum((r > threshold) & (b <= threshold))),
+                "max_binned": float(b.max()) if b.size else 0.0,
+                "max_raw": float(r.max()) if r.size else 0.0,
+            }
+        )
+    return out

@@ -240,6 +240,28 @@ def _bound_spread(bound: dict[str, Any]) -> str | None:
     return f"median {fmt(median)}; {vacuous} at or above the binning cap {fmt(cap)} (vacuous)"
 
 
+def honesty_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """Gate, bin-edge violations and the noise floor (issue 18 items 4-5), when pdtp.json has them."""
+    rows: list[tuple[str, str]] = []
+    if "violations_bin_edge" in s:
+        rows += [
+            ("verdict scale (--gate)", str(s.get("gate", "binned"))),
+            ("violations only a bin-edge step (raw PDTP ≤ threshold)", fmt(s.get("violations_bin_edge"), None)),
+            ("violations on the raw PDTP", fmt(s.get("violations_raw"), None)),
+        ]
+    floor = s.get("noise_floor")
+    if isinstance(floor, dict) and floor.get("records"):
+        rows.append(
+            (
+                f"noise floor p95 ({fmt(floor.get('records'), None)} records refitted with their row moved)",
+                f"{fmt(floor.get('p95'))}; {fmt(floor.get('records_above_p95'), None)} records above it",
+            )
+        )
+    elif isinstance(floor, dict) and floor.get("order_dependent") is False:
+        rows.append(("noise floor", "none: A(T) and A(T minus t) are exactly paired"))
+    return rows
+
+
 def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
     """Label/value rows of the summary table."""
     s = inputs.pdtp_summary or {}
@@ -256,6 +278,7 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
             ("violations (PDTP > threshold)", fmt(s.get("violations"), None)),
             ("threshold", fmt(s.get("threshold"), 2)),
         ]
+        rows += honesty_rows(s)
     rows += dtp_rows(s, inputs.pdtp_table)
     if s:
         rows += [("engine", str(s.get("engine", "—"))), ("estimator", str(s.get("estimator", "—")))]
