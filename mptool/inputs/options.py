@@ -250,6 +250,8 @@ def check_operation(
     check_count(sample, "sample", 1)
     check_count(max_removals, "max_removals", 0, MAX_REMOVALS_MAX)
     check_gate(gate, "gate")
+    if noise_floor is not None and (isinstance(noise_floor, bool) or not isinstance(noise_floor, int)):
+        raise InputError(f"noise_floor must be a whole number of records or None (got {noise_floor!r})")
     check_count(noise_floor, "noise_floor", 0, NOISE_FLOOR_MAX)
 
 
