@@ -188,7 +188,9 @@ def run_pdtp(
     beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
     for name, column in beyond.items():
         table[name] = column
+    t_noise = time.perf_counter()
     noise, above = _noise_floor(prep, options, request, gated, progress)
+    t_noise = time.perf_counter() - t_noise
     if above is not None:
         table["above_noise_floor"] = above
     table["fingerprint"] = fingerprints(T.take(positions), key)
@@ -210,6 +212,7 @@ def run_pdtp(
             "timings": {
                 "fit_full_s": round(t_fit - t0, 4),
                 "leave_one_out_s": round(t_loo - t_fit, 4),
+                "noise_floor_s": round(t_noise, 4),
                 "total_s": round(time.perf_counter() - t0, 4),
             },
             "manifest": manifest(spec.sha256(), T.sha256, spec.seed, T.source),
