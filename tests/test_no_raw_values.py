@@ -40,8 +40,9 @@ ID_MARKER = "SECRET-ID-"
 HOSTILE_DIR = "res <script>alert(1) <img src=x onerror=alert(1)> ](javascript:alert(1)) |x| *b* `code` # \x1b[2J"
 INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 VERDICT = re.compile(
-    r"DTP-1 (VIOLATED|holds): max PDTP \d+\.\d{4} \(threshold [0-9.]+\), \d+ of \d+ records above; "
-    r"engine [a-z-]+, \d+\.\d{2}s"
+    r"DTP-1 (VIOLATED|holds): max PDTP \d+\.\d{4} \(threshold [0-9.]+\), \d+ of \d+ records above"
+    r"( \(\d+ only a bin-edge step: raw ratio <= [0-9.]+\))?"  # issue 18: violations binning alone makes
+    r"; engine [a-z-]+, \d+\.\d{2}s"
 )
 
 
