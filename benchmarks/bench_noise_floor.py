@@ -45,9 +45,9 @@ def main() -> None:
     print(
         f"noise_floor {s['estimator']} (solver {prep.template.steps[-1][1].solver}), |T| = {s['n_train']}, "
         f"{s['n']} records, floor on the same {f['records']}:\n"
-        f"  floor binned: mean {b['mean']:.4f}, p95 {b['p95']:.4f}, max {b['max']:.4f}, "
+        f"  floor binned: mean {b['mean']:.4g}, p95 {b['p95']:.4g}, max {b['max']:.4g}, "
         f"{100 * b['fraction_above_threshold']:.1f}% above 1\n"
-        f"  floor raw:    mean {r['mean']:.4f}, p95 {r['p95']:.4f}, max {r['max']:.4f}, "
+        f"  floor raw:    mean {r['mean']:.4g}, p95 {r['p95']:.4g}, max {r['max']:.4g}, "
         f"{100 * r['fraction_above_threshold']:.1f}% above 1\n"
         f"  PDTP binned:  mean {s['mean']:.4f}, p95 {s['p95']:.4f}, max {s['max']:.4f}, "
         f"{s['violations']} above 1 ({s['violations_bin_edge']} only a bin-edge step)\n"
