@@ -163,9 +163,9 @@ def pdtp(
 ) -> int:
     """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
 
-    Writes DIR/pdtp.csv (one row per record: row, [id], label, pdtp, worst_class, p_full,
-    p_loo, violation, ..., fingerprint) and DIR/pdtp.json (summary + records). With no arguments,
-    audits the bundled UCI Adult data with configs/adult-nb.yaml.
+    Writes DIR/pdtp.csv (one row per record: row, [id], label, pdtp, pdtp_raw, worst_class,
+    p_full, p_loo, violation, bin_edge, ..., fingerprint) and DIR/pdtp.json (summary + records).
+    With no arguments, audits the bundled UCI Adult data with configs/adult-nb.yaml.
 
     With --baseline, only records new or worse than the baseline run count (exit 1); with
     --waivers, waived records do not count until their waiver expires. pdtp.json then has a
