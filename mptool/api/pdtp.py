@@ -135,6 +135,31 @@ def check_finite(p_full: np.ndarray, p_loo: np.ndarray, rows: np.ndarray, estima
         )
 
 
+def record_table(
+    prep: Prepared, positions: np.ndarray, p_full: np.ndarray, p_loo: np.ndarray, options: PdtpOptions
+) -> pd.DataFrame:
+    """The per-record columns of ``PDTP_COLUMNS`` up to ``bin_edge`` (Long et al. 4.3-4.4, 5.2).
+
+    ``pdtp`` on binned probabilities, ``pdtp_raw`` unbinned and floored at ``PROB_FLOOR``
+    (bin size 0), ``violation`` on the ``--gate`` scale, ``bin_edge`` on both.
+    """
+    T = prep.train
+    values = pdtp_of(p_full, p_loo, prep.spec.output.bin_size)
+    raw = pdtp_of(p_full, p_loo, 0.0).pdtp
+    table = pd.DataFrame({"row": T.rows[positions]})
+    if T.ids is not None:
+        table["id"] = T.ids[positions]
+    table["label"] = T.y[positions]
+    table["pdtp"] = values.pdtp
+    table["pdtp_raw"] = raw
+    table["worst_class"] = prep.classes[values.worst]
+    table["p_full"] = values.p_full
+    table["p_loo"] = values.p_loo
+    table["violation"] = (values.pdtp if options.gate == "binned" else raw) > options.threshold
+    table["bin_edge"] = bin_edge(values.pdtp, raw, options.threshold)
+    return table
+
+
 def run_pdtp(
     prep: Prepared,
     options: PdtpOptions,
@@ -171,20 +196,8 @@ def run_pdtp(
     t_loo = time.perf_counter()
 
     bin_size = spec.output.bin_size
-    values = pdtp_of(result.p_full, result.p_loo, bin_size)
-    raw = pdtp_of(result.p_full, result.p_loo, 0.0).pdtp  # unbinned, floored at PROB_FLOOR
-    gated = values.pdtp if options.gate == "binned" else raw
-    table = pd.DataFrame({"row": T.rows[positions]})
-    if T.ids is not None:
-        table["id"] = T.ids[positions]
-    table["label"] = T.y[positions]
-    table["pdtp"] = values.pdtp
-    table["pdtp_raw"] = raw
-    table["worst_class"] = prep.classes[values.worst]
-    table["p_full"] = values.p_full
-    table["p_loo"] = values.p_loo
-    table["violation"] = gated > options.threshold
-    table["bin_edge"] = bin_edge(values.pdtp, raw, options.threshold)
+    table = record_table(prep, positions, result.p_full, result.p_loo, options)
+    gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
     beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
     for name, column in beyond.items():
         table[name] = column
@@ -196,7 +209,7 @@ def run_pdtp(
     table["fingerprint"] = fingerprints(T.take(positions), key)
 
     train_acc = float(np.mean(full_model.predict(T.X) == T.y))
-    summary: dict[str, Any] = summarize(values.pdtp, options.threshold, raw, options.gate)
+    summary: dict[str, Any] = summarize(table["pdtp"], options.threshold, table["pdtp_raw"], options.gate)
     summary.update(
         {
             "engine": result.engine,
