@@ -1,6 +1,6 @@
 """``--gate`` and ``--noise-floor`` out of range: exit 2, one line naming the flag, nothing written.
 
-Rows honest-1 .. honest-5 of docs/bad-input.md; honest-6 .. honest-7 are the Python API's
+Rows honest-1 .. honest-5, honest-8 and honest-9 of docs/bad-input.md; honest-6 .. honest-7 are the Python API's
 parameters (mptool.pdtp), refused with InputError before any work.
 """
 
@@ -24,6 +24,14 @@ CASES = {
         "--noise-floor must be at most the number of audited records 3 (got 4)",
     ),
     "honest-5 noise floor not a number": (["--noise-floor", "many"], "--noise-floor"),
+    "honest-8 raw gate with a baseline": (
+        ["--gate", "raw", "--baseline", "prev/pdtp.json"],
+        "--gate raw cannot be combined with --baseline or --waivers",
+    ),
+    "honest-9 raw gate with waivers": (
+        ["--gate", "raw", "--waivers", "waivers.yaml"],
+        "--gate raw cannot be combined with --baseline or --waivers",
+    ),
 }
 
 

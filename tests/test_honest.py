@@ -110,6 +110,15 @@ def test_gate_raw_flips_the_exit_code(tmp_path: Path, edge_case: tuple[Path, Pat
     assert not table["violation"].any() and table["bin_edge"].sum() == 50  # the flag does not depend on the gate
 
 
+def test_junit_follows_the_gate(tmp_path: Path, edge_case: tuple[Path, Path]) -> None:
+    data, spec = edge_case
+    for gate, code in (("binned", 1), ("raw", 0)):
+        out = tmp_path / gate
+        r = run_cli("pdtp", data, "--model", spec, "--out", out, "-q", "-j", "1", "--gate", gate, "--format", "junit")
+        assert r.code == code, r.stderr
+        assert ("<failure" in (out / "junit.xml").read_text()) is (code == 1)
+
+
 def test_no_binning_no_bin_edge(tmp_path: Path, edge_case: tuple[Path, Path]) -> None:
     """bin_size 0: pdtp is pdtp_raw exactly, and no violation is a bin-edge step."""
     data, spec = edge_case

@@ -144,15 +144,16 @@ def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcom
     """pdtp's one gate: DTP-1 (max PDTP <= threshold), after baseline and waivers when given."""
     id_column = bool(summary["identity"].get("id"))
     keys = table["id"] if id_column else table["fingerprint"]
-    name = f"DTP-1: every audited record's PDTP <= {summary['threshold']:g}"
+    col = "pdtp_raw" if summary.get("gate") == "raw" else "pdtp"  # the --gate scale (issue 18)
+    name = f"DTP-1: every audited record's {'raw ' if col == 'pdtp_raw' else ''}PDTP <= {summary['threshold']:g}"
     if outcome is not None:
         counted = outcome.block["records"]["counted"]
         name += " (new or worse than the baseline, not waived)" if "path" in outcome.block else " (not waived)"
         message = ui.safe_line(gate_line(outcome), None)
     else:
-        bad = table[table["pdtp"] > summary["threshold"]].sort_values(["pdtp", "row"], ascending=[False, True])
+        bad = table[table[col] > summary["threshold"]].sort_values([col, "row"], ascending=[False, True])
         counted = [{"key": k, "row": int(r), "pdtp": float(p)}
-                   for k, r, p in zip(keys[bad.index], bad["row"], bad["pdtp"], strict=True)]
+                   for k, r, p in zip(keys[bad.index], bad["row"], bad[col], strict=True)]
         message = f"{len(counted)} of {summary['n']} records above the threshold; max PDTP {summary['max']:.4f}"
     failed = (outcome.verdict if outcome is not None else summary["verdict"]) == "fail"
     details = message + ("\n" + record_lines(counted, id_column) if counted else "")

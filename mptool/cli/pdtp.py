@@ -180,7 +180,8 @@ def pdtp(
 
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
     flags.check_pdtp_flags(
-        threshold=threshold, train_size=train_size, sample=sample, gate=gate, noise_floor=noise_floor
+        threshold=threshold, train_size=train_size, sample=sample, gate=gate, noise_floor=noise_floor,
+        baseline_or_waivers=baseline is not None or waivers is not None,
     )
     formats = flags.check_ci_flags(formats=format, tolerance=baseline_tolerance, baseline=baseline, waivers=waivers)
     data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)

@@ -177,13 +177,23 @@ def check_pdtp_flags(
     sample: int | None,
     gate: str = "binned",
     noise_floor: int | None = None,
+    baseline_or_waivers: bool = False,
 ) -> None:
-    """``mptool pdtp``: threshold, training-set size, sample size, gate and noise-floor records."""
+    """``mptool pdtp``: threshold, training-set size, sample size, gate and noise-floor records.
+
+    ``--gate raw`` is refused with ``--baseline``/``--waivers``: their gate compares the binned
+    PDTP of this run with a baseline run's, and mixing the scales would gate on neither.
+    """
     check_threshold(threshold)
     check_count(train_size, "--train-size", 2)
     check_count(sample, "--sample", 1)
     check_gate(gate)
     check_count(noise_floor, "--noise-floor", 0, NOISE_FLOOR_MAX)
+    if gate == "raw" and baseline_or_waivers:
+        raise InputError(
+            "--gate raw cannot be combined with --baseline or --waivers (their gate compares binned PDTP "
+            "across runs); use --gate binned, or drop --baseline/--waivers"
+        )
 
 
 def check_reduce_flags(*, threshold: float, train_size: int | None, max_removals: int) -> None:
