@@ -82,7 +82,7 @@ def waiver_twice(d: Path):
 
 def waiver_float_looking_fingerprint(d: Path):
     text = WAIVER.replace("'0123456789abcdef'", "1234e56789012345")
-    return with_waivers(d, text, ["waivers[0]", "quote fingerprints and ids"])
+    return with_waivers(d, text, ["waivers[0].record", "1234e56789012345", "not a finite number"])
 
 
 def waiver_file_missing(d: Path):
