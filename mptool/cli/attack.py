@@ -87,7 +87,8 @@ def attack(
     {name: {accuracy,
     precision, recall, f1, auc, advantage, tpr_at_1pct_fpr, tpr_at_0.1pct_fpr,
     correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}; summary.strongest_attack names
-    the attack of highest TPR at 1% FPR. DIR/attempts.csv, one row per attack per attempt:
+    the attack of highest TPR at 1% FPR, with a 95% bootstrap interval over targets on it
+    (tpr_at_1pct_fpr_interval, seeded from the spec's seed). DIR/attempts.csv, one row per attack per attempt:
     row, iteration, attack, member, score, decision (every metric recomputes from it).
     """
     from mptool.api.operations import attack as run
