@@ -219,8 +219,10 @@ def test_summary_line_names_the_strongest_attack(numeric_csv: Path) -> None:
     outcome = run_attack(prepare(numeric_csv, _spec(estimator, params, seed)), AttackOptions(jobs=1, **kw), _quiet)
     best = outcome.summary["strongest_attack"]
     line = [x for x in summary_lines(outcome) if x.startswith("strongest attack")]
+    assert best["tpr_at_1pct_fpr_interval"]["estimable"] is False  # 40 non-member attempts
     assert line == [
-        f"strongest attack: {best['name']}, TPR {best['tpr_at_1pct_fpr']:.3f} at 1% FPR "
+        f"strongest attack: {best['name']}, TPR {best['tpr_at_1pct_fpr']:.3f} "
+        "[interval not estimable: fewer than 100 non-member attempts] at 1% FPR "
         f"(AUC {best['auc']:.3f}; {best['nonmember_attempts']} non-member attempts)"
     ]
 

@@ -171,7 +171,8 @@ def attempts_csv(frame: pd.DataFrame) -> str:
 
 
 def strongest_attack(attacks: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The attack of highest TPR at 1% FPR (ties: higher AUC, then accuracy), Carlini et al.'s criterion.
+    """The attack of highest TPR at 1% FPR (ties: higher AUC, then accuracy), Carlini et al.'s criterion,
+    with that attack's bootstrap interval on its TPR at 1% FPR when the attack entry has one.
 
     None when no attack has a ROC (a single truth among the attempts).
     """
@@ -180,7 +181,7 @@ def strongest_attack(attacks: dict[str, dict[str, Any]]) -> dict[str, Any] | Non
         return None
     best = max(ranked, key=lambda k: (attacks[k]["tpr_at_1pct_fpr"], attacks[k]["auc"], attacks[k]["accuracy"]))
     m = attacks[best]
-    return {
+    out = {
         "name": best,
         "tpr_at_1pct_fpr": m["tpr_at_1pct_fpr"],
         "tpr_at_0.1pct_fpr": m["tpr_at_0.1pct_fpr"],
@@ -189,3 +190,10 @@ def strongest_attack(attacks: dict[str, dict[str, Any]]) -> dict[str, Any] | Non
         "nonmember_attempts": m["n_attacks"] // 2,
         "criterion": "highest TPR at 1% FPR, ties broken by AUC then accuracy",
     }
+    intervals = m.get("intervals") or {}
+    if isinstance(intervals.get("tpr_at_1pct_fpr"), dict):  # the attack's own bootstrap interval (intervals.py)
+        out["tpr_at_1pct_fpr_interval"] = {
+            **intervals["tpr_at_1pct_fpr"],
+            **{k: intervals[k] for k in ("confidence", "resamples", "targets", "method") if k in intervals},
+        }
+    return out

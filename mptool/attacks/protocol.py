@@ -13,7 +13,8 @@
    F1, ROC AUC, advantage TPR - FPR (Yeom et al., Definition 4; = 2 * accuracy - 1 here, as
    members and non-members are attacked equally often), TPR at 1% and 0.1% FPR, and the
    Pearson and Spearman correlations of per-target accuracy with mean PDTP (Long et al.,
-   Tables 1 and 2). The strongest attack is the one of highest TPR at 1% FPR.
+   Tables 1 and 2). The strongest attack is the one of highest TPR at 1% FPR, named with the
+   bootstrap interval of that TPR.
 
 The run is a sequence of named phases, each a function of the previous phases' results:
 :func:`draw_candidates` (D, the targets and the splits), :func:`train_targets` (A(D1),
@@ -800,6 +801,20 @@ def interval_lines(attacks: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def strongest_line(best: dict[str, Any]) -> str:
+    """The terminal line naming the strongest attack, its TPR at 1% FPR and that TPR's 95% interval."""
+    iv = best.get("tpr_at_1pct_fpr_interval")
+    where = ""
+    if iv and iv.get("estimable") is not False and iv.get("low") is not None:
+        where = f" [{iv.get('confidence', 0.95):.0%} interval {iv['low']:.3f}-{iv['high']:.3f}]"
+    elif iv:
+        where = " [interval not estimable: fewer than 100 non-member attempts]"
+    return (
+        f"strongest attack: {best['name']}, TPR {best['tpr_at_1pct_fpr']:.3f}{where} at 1% FPR "
+        f"(AUC {best['auc']:.3f}; {best['nonmember_attempts']} non-member attempts)"
+    )
+
+
 def summary_lines(outcome: AttackOutcome) -> list[str]:
     """Plain-text lines for the terminal: one per attack, then the target model and PDTP."""
     s = outcome.summary
@@ -820,10 +835,7 @@ def summary_lines(outcome: AttackOutcome) -> list[str]:
     lines += interval_lines(outcome.attacks)
     best = s.get("strongest_attack")
     if best is not None:
-        lines.append(
-            f"strongest attack: {best['name']}, TPR {best['tpr_at_1pct_fpr']:.3f} at 1% FPR "
-            f"(AUC {best['auc']:.3f}; {best['nonmember_attempts']} non-member attempts)"
-        )
+        lines.append(strongest_line(best))
     tm = s["target_model"]
     lines.append(
         f"target model: train accuracy {tm['train_accuracy']:.4f}, test accuracy {tm['test_accuracy']:.4f}; "

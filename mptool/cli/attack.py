@@ -87,8 +87,10 @@ def attack(
     {name: {accuracy,
     precision, recall, f1, auc, advantage, tpr_at_1pct_fpr, tpr_at_0.1pct_fpr,
     correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}; summary.strongest_attack names
-    the attack of highest TPR at 1% FPR. DIR/attempts.csv, one row per attack per attempt:
-    row, iteration, attack, member, score, decision (every metric recomputes from it).
+    the attack of highest TPR at 1% FPR with that TPR's 95% bootstrap interval over targets
+    (tpr_at_1pct_fpr_interval, the attack's own from its intervals). DIR/attempts.csv, one row
+    per attack per attempt: row, iteration, attack, member, score, decision (every metric
+    recomputes from it).
     """
     from mptool.api.operations import attack as run
     from mptool.attacks.metrics import attempts_csv

@@ -403,6 +403,30 @@ def attack_metrics(attacks: list[AttackResult]) -> dict[str, Any] | None:
     return out
 
 
+def strongest_attack(inputs: ReportInputs) -> str | None:
+    """One sentence naming attack.json's strongest attack (highest TPR at 1% FPR, Carlini et al.) with
+    its TPR at 1% FPR, the bootstrap interval over targets when written, its AUC and non-member attempts."""
+    best = lookup(summary_of(inputs.attack_doc), "strongest_attack")
+    tpr = number(lookup(best, "tpr_at_1pct_fpr"))
+    if not isinstance(best, dict) or lookup(best, "name") is None or tpr is None:
+        return None
+    text = f"Strongest attack: {ui.excerpt(lookup(best, 'name'), 40)}, TPR {fmt(tpr, 3)} at 1% FPR"
+    ci = lookup(best, "tpr_at_1pct_fpr_interval")
+    low, high = number(lookup(ci, "low")), number(lookup(ci, "high"))
+    if low is not None and high is not None and lookup(ci, "estimable") is not False:
+        level = number(lookup(ci, "confidence", "level"))
+        resamples = number(lookup(ci, "resamples"))
+        text += f" ({fmt(100 * level, 0) + '% ' if level is not None else ''}interval {fmt(low, 3)}–{fmt(high, 3)}"
+        text += f", bootstrap over targets, {fmt(resamples, None)} resamples)" if resamples is not None else ")"
+    elif isinstance(ci, dict):
+        text += " (interval not estimable: fewer than 100 non-member attempts)"
+    extra = [f"AUC {fmt(number(lookup(best, 'auc')), 3)}"] if number(lookup(best, "auc")) is not None else []
+    attempts = number(lookup(best, "nonmember_attempts"))
+    if attempts is not None:
+        extra.append(f"{fmt(attempts, None)} non-member attempts")
+    return text + (f"; {'; '.join(extra)}." if extra else ".")
+
+
 def attack_gate(inputs: ReportInputs) -> str | None:
     """One sentence on ``mptool attack``'s gate (--max-accuracy / --max-auc) and the exit code it gave."""
     gate = lookup(summary_of(inputs.attack_doc), "gate")
@@ -593,6 +617,7 @@ def build_context(inputs: ReportInputs, top: int = 20, show_values: bool = False
         "attack_metrics": attack_metrics(inputs.attacks),
         "attack_targets": attack_targets(inputs, top, show_values),
         "attack_gate": attack_gate(inputs),
+        "strongest_attack": strongest_attack(inputs),
         "reduce": reduce_block(inputs, show_values),
         "manifests": manifest_blocks(inputs),
     }
