@@ -28,9 +28,10 @@ the mean over the 100 targets ``mptool attack`` would pick is printed too). Rows
   seed is not fixed).
 
 Then one-line sensitivity runs with the exact engines (missing values kept, Laplace
-strength, LR ridge sweep) that explain the gaps. Prints the table, then one paragraph per
-row on what differs and why. About 5-10 minutes at ``--jobs 2`` on a shared 2-core machine,
-nearly all of it the network refits.
+strength, LR ridge sweep) that explain the gaps. Prints the table (with a short reason per
+row; the full explanation is in the README) and the sensitivity lines. About 410 s of CPU,
+nearly all of it the 368 network fits: about 4 minutes on an idle 2-core machine at
+``--jobs 2``, 12 minutes at load average 12; ``--nn-records 10`` halves the network part.
 
 Usage: /work/venv/bin/python benchmarks/bench_table2.py [--jobs 2] [--iterations 10] [--nn-records 25]
 """
