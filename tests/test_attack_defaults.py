@@ -133,6 +133,14 @@ def test_budget_in_pairs_mode_lowers_pairs_then_shadows() -> None:
     assert [c.split()[0] for c in changes] == ["pdtp-iterations", "pairs", "shadows", "iterations"]
 
 
+def test_a_small_plan_runs_in_this_process_when_starting_workers_costs_more() -> None:
+    small = dataclasses.replace(BIG, pdtp_iterations=1, iterations=2)  # 4 + 2 + 100 refits + 64 = 170 fits
+    quick = Costs(fit_s=0.01, predict_s=0.0, predict_one_s=0.0, classifier_row_s=0.0, workers=2, start_s=3.0)
+    assert plan_mod.fewer_workers(small, NEEDS, quick).workers == 1  # 1.7 s alone < 0.85 + 3 s
+    slow = dataclasses.replace(quick, fit_s=0.1)
+    assert plan_mod.fewer_workers(small, NEEDS, slow) == slow  # 17 s alone > 8.5 + 3 s
+
+
 @pytest.fixture
 def fixed_costs(monkeypatch: pytest.MonkeyPatch) -> None:
     """The plan's timing replaced by fixed costs, so the budget's choice does not depend on this machine."""

@@ -164,6 +164,13 @@ def time_costs(
     return Costs(t1 - t0, t2 - t1, t3 - t2, row_s, workers, start)
 
 
+def fewer_workers(o: Any, needs: Needs, costs: Costs) -> Costs:
+    """``costs`` run in this process alone (one worker, no start-up) when that is estimated faster
+    than starting the workers: a small plan on a busy machine, where start-up outweighs the fits."""
+    alone = dataclasses.replace(costs, workers=1, start_s=0.0)
+    return alone if estimate_seconds(o, needs, alone) < estimate_seconds(o, needs, costs) else costs
+
+
 def _floor(o: Any, key: str) -> int:
     """The smallest value --budget may give ``key``: MINIMUM, or the given value if lower."""
     return min(getattr(o, key), MINIMUM[key])
@@ -222,8 +229,9 @@ def size_to_budget(
     return chosen, changes
 
 
-def plan_line(o: Any, needs: Needs, costs: Costs, budget: float | None, changes: list[str]) -> str:
-    """The one stderr line before the work: fits per phase, the estimate and what --budget chose."""
+def plan_line(o: Any, needs: Needs, costs: Costs, budget: float | None, changes: list[str], alone: bool = False) -> str:
+    """The one stderr line before the work: fits per phase, the estimate and what --budget chose
+    (``alone``: --jobs 0 chose this process over starting workers, :func:`fewer_workers`)."""
     fits = count_fits(o, needs)
     parts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in fits.items())
     rows = classifier_rows(o, needs)
@@ -231,7 +239,8 @@ def plan_line(o: Any, needs: Needs, costs: Costs, budget: float | None, changes:
     seconds = estimate_seconds(o, needs, costs)
     line = (
         f"plan: {sum(fits.values()):,} model fits ({parts}){extra}; estimated {seconds:.0f} s "
-        f"on {costs.workers} worker(s) (an estimate: one fit of A on {o.candidates // 2:,} records took "
+        f"{'in this process (faster than starting workers here)' if alone else f'on {costs.workers} worker(s)'} "
+        f"(an estimate: one fit of A on {o.candidates // 2:,} records took "
         f"{costs.fit_s:.3f} s)"
     )
     if budget is not None:

@@ -485,10 +485,15 @@ def plan_work(run: Run, draw: Draw, engine: Any) -> str:
         run.jobs if given.backend != "threading" else 1,
         classifier_timer(run, draw) if needs.untargeted else None,
     )
+    auto_jobs = given.jobs is None and given.backend == "loky"  # --jobs 0: every core, unless one is faster
+    if auto_jobs:
+        costs = plan_mod.fewer_workers(given, needs, costs)
     chosen, changes = given, []
     if given.budget is not None:
         chosen, changes = plan_mod.size_to_budget(given, needs, costs, given.budget)
-    run.options = replace(chosen, budget=None, auto_pool=False)
+        costs = plan_mod.fewer_workers(chosen, needs, costs) if auto_jobs else costs
+    run.options = replace(chosen, budget=None, auto_pool=False, jobs=1 if costs.workers == 1 else given.jobs)
+    run.jobs = resolve_jobs(run.options.jobs)
     if (chosen.iterations, chosen.targets) != (given.iterations, given.targets):
         draw = draw_candidates(run, check=False)
     if chosen.shadow_pool and needs.evidence:
@@ -504,7 +509,8 @@ def plan_work(run: Run, draw: Draw, engine: Any) -> str:
         changes=changes,
         seconds=round(time.perf_counter() - t0, 3),
     )
-    return plan_mod.plan_line(o, needs, costs, given.budget, changes)
+    alone = auto_jobs and costs.workers == 1 and resolve_jobs(None) > 1
+    return plan_mod.plan_line(o, needs, costs, given.budget, changes, alone)
 
 
 def classifier_timer(run: Run, draw: Draw) -> Callable[[np.ndarray], float]:

@@ -51,7 +51,13 @@ def attack(
     ] = None,
     iterations: Annotated[int, typer.Option(help="Iterations; each trains A on both halves of D.")] = 10,
     targets: Annotated[int, typer.Option(help="Target records drawn from D.")] = 100,
-    shadows: Annotated[int, typer.Option(help="Shadow models M of the untargeted and threshold attacks.")] = 20,
+    shadows: Annotated[
+        int,
+        typer.Option(
+            help="Shadow models M of the untargeted and threshold attacks (with a pool: the untargeted attack "
+            "learns from the first M pool models, the threshold attack from all)."
+        ),
+    ] = 20,
     pairs: Annotated[
         int, typer.Option(help="With --shadow-pool 0: in/out shadow pairs per target per iteration (targeted, LiRA).")
     ] = 5,
@@ -114,9 +120,10 @@ def attack(
     precision, recall, f1, auc, advantage, tpr_at_1pct_fpr, tpr_at_0.1pct_fpr,
     correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}; summary.strongest_attack names
     the attack of highest TPR at 1% FPR with that TPR's 95% bootstrap interval over targets
-    (tpr_at_1pct_fpr_interval, the attack's own from its intervals). DIR/attempts.csv, one row
-    per attack per attempt: row, iteration, attack, member, score, decision (every metric
-    recomputes from it).
+    (tpr_at_1pct_fpr_interval, the attack's own from its intervals); summary.train_size is
+    |D|/2 and summary.candidates_from says where |D| came from; summary.plan holds the planned
+    fits, the estimate and what --budget changed. DIR/attempts.csv, one row per attack per
+    attempt: row, iteration, attack, member, score, decision (every metric recomputes from it).
     """
     from mptool.api.operations import attack as run
     from mptool.attacks.metrics import attempts_csv
