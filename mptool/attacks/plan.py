@@ -114,6 +114,7 @@ class Costs:
     classifier_row_s: float  # the untargeted attack classifier, per training row
     workers: int  # --jobs workers that run fits at once
     start_s: float = 0.0  # starting the worker processes (0 with one worker)
+    speedup: float = 0.0  # how many fits the workers finish in the time of one (0: as many as workers)
 
     def as_dict(self) -> dict[str, float | int]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()}
@@ -131,7 +132,7 @@ def estimate_seconds(o: Any, needs: Needs, c: Costs) -> float:
         "shadow_pairs": c.fit_s + c.predict_one_s,
         "shadow_synthetic": c.fit_s + c.predict_s,
     }
-    parallel = sum(n * per_fit[k] for k, n in fits.items()) / max(1, c.workers)
+    parallel = sum(n * per_fit[k] for k, n in fits.items()) / max(1.0, c.speedup or c.workers)
     return c.start_s + parallel + classifier_rows(o, needs) * c.classifier_row_s
 
 
@@ -146,7 +147,9 @@ def time_costs(
     """Time one fit of A on ``half`` of D and its predictions (the protocol's first fit, on the same
     half, has paid the one-off costs), and ``classifier(q)``: seconds the untargeted attack classifier
     takes on the first ``len(q)`` records of D with this model's outputs ``q``, per row. ``jobs``
-    worker processes (1 = this process) add their start-up, :data:`WORKER_START_S`."""
+    worker processes (1 = this process) add their start-up, :data:`WORKER_START_S`. On a machine
+    loaded above one process per core the workers' speed-up shrinks by that load (measured here:
+    two processes got no more CPU than one at load 16), and their start-up grows by it."""
     idx = np.flatnonzero(half)
     t0 = time.perf_counter()
     model = fit(template, D.X.iloc[idx], D.y[idx])
@@ -159,15 +162,15 @@ def time_costs(
     row_s = classifier(q[:rows]) / rows if classifier is not None else 0.0
     cores = os.cpu_count() or 1
     workers = max(1, min(jobs, cores))
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    start = WORKER_START_S * max(1.0, load / cores) if workers > 1 else 0.0
-    return Costs(t1 - t0, t2 - t1, t3 - t2, row_s, workers, start)
+    busy = max(1.0, (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0) / cores)  # load per core
+    start = WORKER_START_S * busy if workers > 1 else 0.0
+    return Costs(t1 - t0, t2 - t1, t3 - t2, row_s, workers, start, max(1.0, workers / busy))
 
 
 def fewer_workers(o: Any, needs: Needs, costs: Costs) -> Costs:
     """``costs`` run in this process alone (one worker, no start-up) when that is estimated faster
     than starting the workers: a small plan on a busy machine, where start-up outweighs the fits."""
-    alone = dataclasses.replace(costs, workers=1, start_s=0.0)
+    alone = dataclasses.replace(costs, workers=1, start_s=0.0, speedup=1.0)
     return alone if estimate_seconds(o, needs, alone) < estimate_seconds(o, needs, costs) else costs
 
 
