@@ -9,7 +9,8 @@ and the attack classifier (reading the data is done by then; the attacks' own ar
 left out, it is small beside the fits). It is an estimate: the timed fit stands for every
 fit, and other processes on the machine slow the workers as they come and go.
 
-``--budget SECONDS`` (:func:`size_to_budget`) treats the run's counts as upper limits and
+``--budget SECONDS`` (:func:`size_to_budget`) bounds that estimate (the work after reading the
+data, not the interpreter's start or the CSV): it treats the run's counts as upper limits and
 lowers them, in :data:`BUDGET_ORDER`, until the estimate fits: first the PDTP iterations,
 then the shadow models (pool size; or pairs per target, then general shadows), then the
 iterations, then the targets. Each count is lowered only as far as needed and never below

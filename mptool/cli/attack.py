@@ -84,8 +84,9 @@ def attack(
     budget: Annotated[
         float | None,
         typer.Option(
-            help="Seconds the run may take (estimated from one timed fit): lowers --pdtp-iterations, the shadow "
-            "models, --iterations, --targets in that order, never below a minimum; exit 2 if even that does not fit."
+            help="Seconds the work after reading the data may take, by the estimate from one timed fit: lowers "
+            "--pdtp-iterations, the shadow models, --iterations, --targets in that order, never below a minimum; "
+            "exit 2 if even that does not fit."
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/attack-TIMESTAMP].")] = None,
