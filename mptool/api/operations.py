@@ -34,7 +34,8 @@ import pandas as pd
 
 from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_positions
 from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
-from mptool.attacks.protocol import AttackOptions, parse_attacks, run_attack
+from mptool.attacks import DEFAULT_SHADOW_POOL
+from mptool.attacks.protocol import AttackOptions, parse_attacks, plan_attack, run_attack
 from mptool.inputs import options as checks
 from mptool.inputs.prepare import Prepared, prepare
 from mptool.inputs.spec import Spec, load_spec, parse_spec
@@ -187,17 +188,18 @@ def attack(
     spec: SpecLike,
     *,
     attacks: str | tuple[str, ...] = "all",
-    candidates: int = 2000,
+    candidates: int | None = None,
     iterations: int = 10,
     targets: int = 100,
     shadows: int = 20,
     pairs: int = 5,
-    shadow_pool: int = 0,
+    shadow_pool: int | None = None,
     shadow_data: str = "population",
     per_class: bool = False,
     pdtp_iterations: int = 10,
     max_accuracy: float | None = None,
     max_auc: float | None = None,
+    budget: float | None = None,
     jobs: int | None = None,
     engine: str = "auto",
     backend: str = "loky",
@@ -206,26 +208,40 @@ def attack(
     progress: Progress | None = None,
     checkpoint: CheckpointFactory | None = None,
     prepared: Prepared | None = None,
+    on_plan: Callable[[str], None] | None = None,
 ) -> AttackResult:
-    """Membership attacks on ``spec`` under Long et al.'s protocol (5.4), per-target accuracy beside PDTP."""
+    """Membership attacks on ``spec`` under Long et al.'s protocol (5.4), per-target accuracy beside PDTP.
+
+    ``candidates`` None: 2 x the spec's data.train_size (so the target models train on as many
+    records as :func:`pdtp`'s T), 2,000 when it is null, capped by the data. ``shadow_pool`` None:
+    a pool of :data:`~mptool.attacks.DEFAULT_SHADOW_POOL` shadow models (grown until every
+    target is in and out of one); 0: the paper's per-target pairs (``pairs`` per target per
+    iteration). ``budget``: seconds the run should take; the counts are lowered to fit
+    (:func:`mptool.attacks.plan.size_to_budget`). ``on_plan(line)`` gets the plan (model fits and
+    an estimated time) before the work starts; summary["plan"] holds it too.
+    """
     checks.check_operation(jobs=jobs, scheduler=scheduler, allow_import=allow_import)
     checks.check_attack_flags(
         counts={"candidates": candidates, "iterations": iterations, "targets": targets, "shadows": shadows,
                 "pairs": pairs, "shadow_pool": shadow_pool, "pdtp_iterations": pdtp_iterations},
-        max_accuracy=max_accuracy, max_auc=max_auc, dashes=False,
+        max_accuracy=max_accuracy, max_auc=max_auc, budget=budget, dashes=False,
     )
     spec = as_spec(spec)
     options = AttackOptions(
         attacks=parse_attacks(attacks) if isinstance(attacks, str) else tuple(attacks), candidates=candidates,
-        iterations=iterations, targets=targets, shadows=shadows, pairs=pairs, shadow_pool=shadow_pool,
+        iterations=iterations, targets=targets, shadows=shadows, pairs=pairs,
+        shadow_pool=DEFAULT_SHADOW_POOL if shadow_pool is None else shadow_pool, auto_pool=shadow_pool is None,
         shadow_data=shadow_data, per_class=per_class, pdtp_iterations=pdtp_iterations, jobs=jobs, engine=engine,
-        max_accuracy=max_accuracy, max_auc=max_auc, backend=check_backend(backend, scheduler),
+        max_accuracy=max_accuracy, max_auc=max_auc, backend=check_backend(backend, scheduler), budget=budget,
     )
     prep = prepared or prepare(data, spec, allow_import)
+    planned = plan_attack(prep, options)  # refusals (a --budget too short ...) before the checkpoint opens
+    if on_plan is not None:
+        on_plan(planned.line)
     key = run_key("attack", spec.sha256(), prep.train.sha256, options_dict(options))
     ckpt = checkpoint(key) if checkpoint else None
     with _run_context(options.backend, scheduler, jobs, ckpt):
-        outcome = run_attack(prep, options, progress or _no_progress)
+        outcome = run_attack(prep, options, progress or _no_progress, planned=planned)
     return AttackResult(
         outcome.table, MappingProxyType(outcome.summary), spec, (*prep.notes, *outcome.notes),
         attacks=MappingProxyType(outcome.attacks),

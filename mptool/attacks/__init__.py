@@ -24,3 +24,10 @@ RESULT_NAMES = {
 
 #: Attacks that need per-record in/out shadow evidence (pairs or the shared pool).
 NEEDS_EVIDENCE = frozenset({"distance", "frequency", "lira"})
+
+#: |D| when neither --candidates nor the spec's data.train_size sets it (Long et al. 5.4: 1,000
+#: training records, so 2,000 candidates); see :func:`mptool.attacks.plan.resolve_candidates`.
+DEFAULT_CANDIDATES = 2000
+#: Shadow-pool size of a default run (benchmarks/bench_attack_default.py): 32 in and 32 out
+#: models per target on average, shared by every iteration. 0 = the paper's per-target pairs.
+DEFAULT_SHADOW_POOL = 64

@@ -4,8 +4,9 @@
    ``targets`` records of D are the adversary's targets.
 2. In each of ``iterations`` iterations D is split into equal halves D1, D2; the target
    model A(D1) is attacked on every target, then A(D2), so each target is once a member and
-   once not (baseline accuracy 0.5). The training-set size is therefore |D| / 2 and the
-   spec's data.train_size is not used.
+   once not (baseline accuracy 0.5). The training-set size is therefore |D| / 2: without
+   --candidates, |D| is 2 x the spec's data.train_size, so the target models train on as many
+   records as ``mptool pdtp``'s T (:func:`mptool.attacks.plan.resolve_candidates`).
 3. Per-target accuracy of an attack = correct guesses / attacks on that record (2 per
    iteration). PDTP of each target is measured while it is a member in the first
    ``pdtp_iterations`` iterations (one leave-one-out per iteration) and averaged.
@@ -17,7 +18,8 @@
    bootstrap interval of that TPR.
 
 The run is a sequence of named phases, each a function of the previous phases' results:
-:func:`draw_candidates` (D, the targets and the splits), :func:`train_targets` (A(D1),
+:func:`draw_candidates` (D, the targets and the splits), :func:`plan_work` (fit counts, an
+estimated time, --budget; :mod:`mptool.attacks.plan`), :func:`train_targets` (A(D1),
 A(D2) and their outputs on the targets), :func:`measure_pdtp`, :func:`gather_evidence`
 (shadow models: pool, general shadows or per-target pairs), :func:`run_attacks` (one helper
 per attack) and :func:`score` (per-target table, metrics, summary).
@@ -29,17 +31,18 @@ depend on --jobs.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from mptool.attacks import ATTACK_CHOICES, NEEDS_EVIDENCE, RESULT_NAMES
+from mptool.attacks import ATTACK_CHOICES, DEFAULT_CANDIDATES, NEEDS_EVIDENCE, RESULT_NAMES
 from mptool.attacks import lira as lira_mod
+from mptool.attacks import plan as plan_mod
 from mptool.attacks.intervals import TAG_BOOTSTRAP, bootstrap_intervals
 from mptool.attacks.leakage import LeakageEstimate, kl_leakage, summarise, true_label_logit
 from mptool.attacks.metrics import (
@@ -57,6 +60,7 @@ from mptool.attacks.shadows import (
     ShadowPairs,
     ShadowPool,
     parse_source,
+    pool_covers,
     rng_for,
     train_pairs,
     train_pool,
@@ -67,6 +71,7 @@ from mptool.attacks.threshold import expected_training_loss, threshold
 from mptool.attacks.untargeted import FeatureEncoder, train_untargeted
 from mptool.inputs.data import Records
 from mptool.inputs.models import fit, proba_in
+from mptool.inputs.options import ATTACK_CELLS_MAX
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
 from mptool.outputs.results import manifest
@@ -81,16 +86,18 @@ __all__ = [
     "ROC_POINTS",
     "AttackOptions",
     "AttackOutcome",
+    "Planned",
     "binary_metrics",
     "correlations",
     "downsample_roc",
     "parse_attacks",
+    "plan_attack",
     "run_attack",
     "summary_lines",
     "tpr_at_fpr",
 ]
 
-TAG_CANDIDATES, TAG_TARGETS, TAG_SPLIT = 1, 2, 3
+TAG_CANDIDATES, TAG_TARGETS, TAG_SPLIT, TAG_PLAN = 1, 2, 3, 4
 
 #: attack.csv columns (``<attack>_accuracy`` appears once per attack run, in run order).
 ATTACK_COLUMNS = {
@@ -110,10 +117,18 @@ ATTACK_COLUMNS = {
 
 @dataclass(frozen=True)
 class AttackOptions:
-    """Run options of ``mptool attack`` that are not part of the spec."""
+    """Run options of ``mptool attack`` that are not part of the spec.
+
+    The defaults here are the paper's protocol (per-target shadow pairs, ``shadow_pool=0``).
+    ``mptool attack`` and :func:`mptool.attack` default instead to a shadow pool of
+    :data:`mptool.attacks.DEFAULT_SHADOW_POOL` models with ``auto_pool=True`` (the pool
+    grows until every target is in and out of some model) and to ``candidates=None``
+    (2 x data.train_size; :func:`mptool.attacks.plan.resolve_candidates`). ``budget``: seconds
+    the run should take; the counts are then upper limits (:func:`mptool.attacks.plan.size_to_budget`).
+    """
 
     attacks: tuple[str, ...] = ATTACK_CHOICES
-    candidates: int = 2000
+    candidates: int | None = DEFAULT_CANDIDATES
     iterations: int = 10
     targets: int = 100
     shadows: int = 20
@@ -127,6 +142,8 @@ class AttackOptions:
     backend: str = "loky"
     max_accuracy: float | None = None
     max_auc: float | None = None
+    auto_pool: bool = False
+    budget: float | None = None
 
 
 @dataclass
@@ -136,7 +153,7 @@ class AttackOutcome:
     table: pd.DataFrame
     attacks: dict[str, dict[str, Any]]
     summary: dict[str, Any]
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the run's own (not the data's: those are Prepared.notes)
     attempts: pd.DataFrame | None = None  # attempts.csv: one row per attack per attempt (ATTEMPT_COLUMNS)
 
 
@@ -189,8 +206,14 @@ Progress = Callable[[int, str], AbstractContextManager[Callable[[int], None]]]
 def _check(options: AttackOptions, population_n: int) -> None:
     """Refuse run options that are out of range before any work (InputError -> exit 2)."""
     o = options
+    assert o.candidates is not None  # resolved by resolve_options
     if o.candidates < 4 or o.candidates % 2:
         raise InputError(f"--candidates must be an even number of at least 4 (got {o.candidates})")
+    if o.iterations * o.candidates > ATTACK_CELLS_MAX:
+        raise InputError(
+            f"--iterations x |D| is {o.iterations * o.candidates:,}, more than {ATTACK_CELLS_MAX:,}; "
+            "lower --iterations or --candidates"
+        )
     if o.candidates > population_n:
         raise InputError(
             f"--candidates is {o.candidates} but the data has only {population_n} usable rows; lower --candidates"
@@ -204,7 +227,7 @@ def _check(options: AttackOptions, population_n: int) -> None:
     if o.shadows < 1 or o.pairs < 1:
         raise InputError("--shadows and --pairs must be at least 1")
     if o.shadow_pool < 0 or o.shadow_pool == 1:
-        raise InputError(f"--shadow-pool must be 0 (off) or at least 2 models (got {o.shadow_pool})")
+        raise InputError(f"--shadow-pool must be 0 (per-target pairs) or at least 2 models (got {o.shadow_pool})")
     for name, v in (("--max-accuracy", o.max_accuracy), ("--max-auc", o.max_auc)):
         if v is not None and not 0.0 <= v <= 1.0:
             raise InputError(f"{name} must be between 0 and 1 (got {v})")
@@ -223,6 +246,7 @@ class Run:
     fits: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    plan: dict[str, Any] = field(default_factory=dict)  # attack.json summary.plan
 
     @property
     def seed(self) -> int:
@@ -322,26 +346,79 @@ class AttackResults:
         return np.array([np.nan if e.value is None else e.value for e in self.leakage], dtype=float)
 
 
-def run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> AttackOutcome:
+@dataclass(frozen=True)
+class Planned:
+    """The run's plan (:func:`plan_attack`): the counts it will run with and attack.json's plan."""
+
+    options: AttackOptions  # |D| resolved, sized to --budget, the pool covering every target
+    plan: dict[str, Any]  # candidates_from, fits, estimated_s, costs, budget_s, changes
+    line: str  # the plan line printed before the work starts
+
+
+def plan_attack(prep: Prepared, options: AttackOptions) -> Planned:
+    """Resolve |D|, check the options, then count the fits, time one fit of A and apply --budget
+    (:func:`plan_work`). Refusals (InputError) come from here, before any of the protocol's work."""
+    with threadpool_limits(limits=1):
+        options, candidates_from = resolve_options(prep, options)
+        _check(options, prep.population.n)
+        run = new_run(prep, options, _no_progress)
+        run.plan["candidates_from"] = candidates_from
+        line = plan_work(run, draw_candidates(run), select_pdtp_engine(options, prep))
+        return Planned(run.options, run.plan, line)
+
+
+def run_attack(
+    prep: Prepared,
+    options: AttackOptions,
+    progress: Progress,
+    announce: Callable[[str], None] | None = None,
+    planned: Planned | None = None,
+) -> AttackOutcome:
     """Run the protocol and every chosen attack; ``progress(total, label)`` yields ``advance(n)``.
 
-    BLAS/OpenMP pools are limited to one thread in this process: the protocol makes many
-    small fits, which multi-threaded BLAS slows down (several times over on a busy machine);
-    parallelism comes from --jobs worker processes instead (joblib limits theirs likewise).
+    ``planned``: the plan :func:`plan_attack` made of ``options`` (else it is made here and
+    its line goes to ``announce``). BLAS/OpenMP pools are limited to one thread in this
+    process: the protocol makes many small fits, which multi-threaded BLAS slows down
+    (several times over on a busy machine); parallelism comes from --jobs worker processes
+    instead (joblib limits theirs likewise).
     """
+    if planned is None:
+        planned = plan_attack(prep, options)
+        (announce or (lambda line: None))(planned.line)
     with threadpool_limits(limits=1):
-        return _run_attack(prep, options, progress)
+        return _run_attack(prep, planned, progress)
 
 
-def _run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> AttackOutcome:
-    """The phases of Long et al. 5.4 in order; each phase is a function below."""
-    t_start = time.perf_counter()
-    _check(options, prep.population.n)
+def resolve_options(prep: Prepared, options: AttackOptions) -> tuple[AttackOptions, str]:
+    """``options`` with |D| resolved (:func:`mptool.attacks.plan.resolve_candidates`), and why that |D|."""
+    n_cand, why = plan_mod.resolve_candidates(options.candidates, prep.spec.data.train_size, prep.population.n)
+    return replace(options, candidates=n_cand), why
+
+
+def select_pdtp_engine(options: AttackOptions, prep: Prepared) -> Any:
+    """The leave-one-out engine of the PDTP measurements (None without them)."""
+    return select_engine(options.engine, prep.spec, prep.template) if options.pdtp_iterations else None
+
+
+def new_run(prep: Prepared, options: AttackOptions, progress: Progress) -> Run:
+    """The run's shared state for ``options`` (already resolved and checked)."""
     source, fraction = parse_source(options.shadow_data)
-    jobs = resolve_jobs(options.jobs)
-    engine = select_engine(options.engine, prep.spec, prep.template) if options.pdtp_iterations else None
-    run = Run(prep, options, progress, jobs, source, fraction, notes=list(prep.notes))
-    draw = draw_candidates(run)
+    return Run(prep, options, progress, resolve_jobs(options.jobs), source, fraction)  # notes: the run's own
+
+
+@contextmanager
+def _no_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    yield lambda n: None
+
+
+def _run_attack(prep: Prepared, planned: Planned, progress: Progress) -> AttackOutcome:
+    """The phases of Long et al. 5.4 in order, with the planned counts; each phase is a function below."""
+    t_start = time.perf_counter()
+    run = new_run(prep, planned.options, progress)
+    run.plan = dict(planned.plan)
+    run.timings["plan_s"] = planned.plan["seconds"]
+    engine = select_pdtp_engine(run.options, prep)
+    draw = draw_candidates(run, check=False)  # the plan's draw, checked there
     targets = train_targets(run, draw)
     measured = measure_pdtp(run, draw, engine)
     evidence = gather_evidence(run, draw)
@@ -349,13 +426,13 @@ def _run_attack(prep: Prepared, options: AttackOptions, progress: Progress) -> A
     return score(run, draw, targets, measured, attacked, t_start)
 
 
-def draw_candidates(run: Run) -> Draw:
+def draw_candidates(run: Run, check: bool = True) -> Draw:
     """Draw D, the targets and one D1/D2 split per iteration (Long et al. 5.4, steps 1-2).
 
     D is ``candidates`` rows of the population without replacement; the targets are
     ``targets`` positions of D; in iteration i, D1 is the first half of a seeded
     permutation of D. One fit on D1 of the first iteration checks the data and parameters
-    before any parallel work (bad input -> exit 2 early).
+    before any parallel work (bad input -> exit 2 early; skipped with ``check`` False).
     """
     o, seed, pop = run.options, run.seed, run.prep.population
     cand = np.sort(rng_for(seed, TAG_CANDIDATES).choice(pop.n, size=o.candidates, replace=False))
@@ -370,8 +447,99 @@ def draw_candidates(run: Run) -> Draw:
     in_first = np.zeros((o.iterations, o.candidates), dtype=bool)
     for i in range(o.iterations):
         in_first[i, rng_for(seed, TAG_SPLIT, i).permutation(o.candidates)[:n_half]] = True
-    fit_checked(run.prep.template, D.take(np.flatnonzero(in_first[0])))  # bad data/params -> exit 2 early
+    if check:
+        fit_checked(run.prep.template, D.take(np.flatnonzero(in_first[0])))  # bad data/params -> exit 2 early
     return Draw(D, classes, y_idx, tpos, in_first, n_half)
+
+
+def run_needs(run: Run, engine: Any) -> plan_mod.Needs:
+    """Which kinds of model fits the chosen attacks, shadow data and PDTP engine call for."""
+    o, wants = run.options, set(run.options.attacks)
+    pdtp_on = engine is not None and o.pdtp_iterations > 0
+    return plan_mod.Needs(
+        evidence=bool(wants & NEEDS_EVIDENCE),
+        general="threshold" in wants or ("untargeted" in wants and run.source == "population"),
+        synthetic="untargeted" in wants and run.source != "population",
+        untargeted="untargeted" in wants,
+        pdtp=pdtp_on,
+        refit_pdtp=pdtp_on and engine.name == "refit",
+    )
+
+
+def plan_work(run: Run, draw: Draw, engine: Any) -> str:
+    """Count the model fits, time one fit of A on a half of D, apply --budget and check the pool
+    (:mod:`mptool.attacks.plan`); sets ``run.options`` and ``run.plan`` and returns the plan line.
+
+    The run then draws its targets and splits for the chosen counts, exactly as a run given
+    those counts as flags (without --budget) draws them.
+    """
+    t0 = time.perf_counter()
+    needs, given = run_needs(run, engine), run.options
+    if given.auto_pool and not needs.evidence:  # no attack needs per-record shadows: --shadows general ones serve
+        given = replace(given, shadow_pool=0, auto_pool=False)
+    costs = plan_mod.time_costs(
+        run.prep.template,
+        draw.D,
+        draw.in_first[0],
+        draw.classes,
+        run.jobs if given.backend != "threading" else 1,
+        classifier_timer(run, draw) if needs.untargeted else None,
+    )
+    auto_jobs = given.jobs is None and given.backend == "loky"  # --jobs 0: every core, unless one is faster
+    if auto_jobs:
+        costs = plan_mod.fewer_workers(given, needs, costs)
+    chosen, changes = given, []
+    if given.budget is not None:
+        chosen, changes = plan_mod.size_to_budget(given, needs, costs, given.budget)
+        costs = plan_mod.fewer_workers(chosen, needs, costs) if auto_jobs else costs
+    run.options = replace(chosen, budget=None, auto_pool=False, jobs=1 if costs.workers == 1 else given.jobs)
+    run.jobs = resolve_jobs(run.options.jobs)
+    if (chosen.iterations, chosen.targets) != (given.iterations, given.targets):
+        draw = draw_candidates(run, check=False)
+    if chosen.shadow_pool and needs.evidence:
+        run.options = covering_pool(run, draw, grow=given.auto_pool or chosen.shadow_pool != given.shadow_pool)
+    if run.options.shadow_pool != chosen.shadow_pool:
+        changes.append(f"shadow-pool {chosen.shadow_pool} -> {run.options.shadow_pool} (every target in and out)")
+    o = run.options
+    run.plan.update(
+        fits=plan_mod.count_fits(o, needs),
+        estimated_s=round(plan_mod.estimate_seconds(o, needs, costs), 1),
+        costs=costs.as_dict(),
+        budget_s=given.budget,
+        changes=changes,
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+    alone = auto_jobs and costs.workers == 1 and resolve_jobs(None) > 1
+    return plan_mod.plan_line(o, needs, costs, given.budget, changes, alone)
+
+
+def classifier_timer(run: Run, draw: Draw) -> Callable[[np.ndarray], float]:
+    """Seconds the untargeted attack classifier takes on the first ``len(q)`` records of D with
+    outputs ``q`` and seeded coin-flip membership (the estimate of its cost, per row)."""
+
+    def timed(q: np.ndarray) -> float:
+        rows = len(q)
+        x = FeatureEncoder.fit(draw.D.X, draw.D.schema).transform(draw.D.X.iloc[:rows])
+        member = rng_for(run.seed, TAG_PLAN).random(rows) < 0.5
+        t0 = time.perf_counter()
+        train_untargeted(x, draw.y_idx[:rows], q, member, len(draw.classes), run.seed, run.options.per_class)
+        return time.perf_counter() - t0
+
+    return timed
+
+
+def covering_pool(run: Run, draw: Draw, grow: bool) -> AttackOptions:
+    """The options with a pool in which every target is in at least one model and out of at least
+    one (else its in/out evidence is empty). Checked on the pool's seeded subsets before any fit:
+    a pool size the user gave is refused (exit 2); a default or --budget one grows model by model."""
+    o = run.options
+    assert o.candidates is not None
+    k = o.shadow_pool
+    while not pool_covers(o.candidates, k, draw.n_half, run.seed, draw.tpos):
+        if not grow:
+            raise InputError(f"--shadow-pool {k}: a target is in all or none of the pool; use more models")
+        k += 1
+    return replace(o, shadow_pool=k)
 
 
 def train_targets(run: Run, draw: Draw) -> TargetOutputs:
@@ -452,10 +620,7 @@ def gather_evidence(run: Run, draw: Draw) -> Evidence:
         with run.progress(o.shadow_pool, "shadow pool") as advance:
             pool = train_pool(*common, o.shadow_pool, draw.n_half, run.seed, run.bin_size, run.jobs, o.backend, advance)
         run.fits["shadow_pool"] = o.shadow_pool
-        general = pool
-        inside = pool.members[:, draw.tpos]
-        if need_evidence and int(min(inside.sum(axis=0).min(), (~inside).sum(axis=0).min())) == 0:
-            raise InputError(f"--shadow-pool {o.shadow_pool}: a target is in all or none of the pool; use more models")
+        general = pool  # every target is in and out of some pool model: checked by plan_work
     else:
         if need_general:
             with run.progress(o.shadows, "shadow models") as advance:
@@ -516,10 +681,11 @@ def attack_untargeted(run: Run, draw: Draw, targets: TargetOutputs, evidence: Ev
     if run.source == "population":
         general = evidence.general
         assert general is not None
-        x_rows = np.tile(encoder.transform(D.X), (general.size, 1))
-        y_rows = np.tile(draw.y_idx, general.size)
-        q_rows = general.preds.reshape(-1, k)
-        m_rows = general.members.reshape(-1)
+        m = min(general.size, o.shadows)  # a pool larger than --shadows lends its first --shadows models
+        x_rows = np.tile(encoder.transform(D.X), (m, 1))
+        y_rows = np.tile(draw.y_idx, m)
+        q_rows = general.preds[:m].reshape(-1, k)
+        m_rows = general.members[:m].reshape(-1)
     else:
         with run.progress(o.shadows, f"shadow models ({o.shadow_data} data)") as advance:
             synth = train_synthetic(
@@ -641,9 +807,11 @@ def score(
     )
     notes = run.notes
     attempts = attempts_frame(draw.D.rows[draw.tpos], targets.member, {n: attacked.results[n] for n in names})
-    if "untargeted" in run.options.attacks and run.options.shadow_pool:
+    o = run.options
+    if "untargeted" in o.attacks and o.shadow_pool and run.source == "population":
         notes.append(
-            f"the untargeted and threshold attacks use the {run.options.shadow_pool} pool models as their shadows"
+            f"the untargeted attack uses {min(o.shadow_pool, o.shadows)} of the {o.shadow_pool} pool models "
+            "as its shadows (--shadows), the threshold attack all of them"
         )
     return AttackOutcome(table=table, attacks=attack_out, summary=summary, notes=notes, attempts=attempts)
 
@@ -751,6 +919,7 @@ def run_summary(
         "estimator": run.prep.choice.name,
         "attacks": names,
         "candidates": o.candidates,
+        "candidates_from": run.plan.get("candidates_from"),
         "train_size": draw.n_half,
         "targets": o.targets,
         "iterations": o.iterations,
@@ -777,6 +946,7 @@ def run_summary(
         "gate": {"max_accuracy": o.max_accuracy, "max_auc": o.max_auc, "exceeded": exceeded, "undecided": undecided,
                  "rule": GATE_RULE},
         "fits": {**run.fits, "total": int(sum(v for k, v in run.fits.items() if k != "pdtp_leave_one_out_records"))},
+        "plan": {k: v for k, v in run.plan.items() if k not in ("candidates_from", "seconds")},
         "jobs": run.jobs,
     }
 

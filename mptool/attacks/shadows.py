@@ -82,6 +82,24 @@ class ShadowPairs:
     out_raw: np.ndarray | None = None
 
 
+def pool_member_rows(n: int, indices: np.ndarray, train_size: int, seed: int) -> np.ndarray:
+    """Membership masks of pool models ``indices``: model k trains on a seeded random subset of D.
+
+    The subsets depend only on (seed, k, |D|, train_size), so they are known before any fit:
+    :func:`pool_covers` checks them before the pool is trained.
+    """
+    members = np.zeros((len(indices), n), dtype=bool)
+    for row, k in enumerate(indices):
+        members[row, rng_for(seed, TAG_POOL, k).choice(n, size=train_size, replace=False)] = True
+    return members
+
+
+def pool_covers(n: int, n_models: int, train_size: int, seed: int, positions: np.ndarray) -> bool:
+    """Whether every record at ``positions`` of D is in at least one and out of at least one pool model."""
+    inside = pool_member_rows(n, np.arange(n_models), train_size, seed)[:, positions]
+    return bool(inside.any(axis=0).all() and (~inside).any(axis=0).all())
+
+
 def pool_chunk(
     template: Any,
     X: pd.DataFrame,
@@ -96,14 +114,12 @@ def pool_chunk(
 
     Returns membership masks, binned and unbinned prediction vectors on every record of D.
     """
-    n = len(y)
-    members = np.zeros((len(indices), n), dtype=bool)
-    raw = np.empty((len(indices), n, len(classes)))
-    for row, k in enumerate(indices):
+    members = pool_member_rows(len(y), indices, train_size, seed)
+    raw = np.empty((len(indices), len(y), len(classes)))
+    for row in range(len(indices)):
         signals.check()  # threading workers stop here after an interrupt
-        idx = rng_for(seed, TAG_POOL, k).choice(n, size=train_size, replace=False)
-        members[row, idx] = True
-        model = fit(template, X.iloc[np.sort(idx)], y[np.sort(idx)])
+        idx = np.flatnonzero(members[row])
+        model = fit(template, X.iloc[idx], y[idx])
         raw[row] = proba_in(model, X, classes)
     return members, bin_probabilities(raw, bin_size), raw
 

@@ -122,12 +122,14 @@ class CheckpointOpener:
         self.out_dir, self.resume, self.force = out_dir, resume, force
         self.start_line, self.quiet = start_line, quiet
         self.checkpoint: Any = None
+        self.lines: list[str] = []  # printed after start_line (e.g. attack's plan line)
 
     def __call__(self, key: str) -> Any:
         from mptool.runtime.checkpoint import Checkpoint
 
         self.checkpoint = Checkpoint.open(self.out_dir, key, resume=self.resume, force=self.force)
-        ui.info(self.start_line, self.quiet)
+        for line in (self.start_line, *self.lines):
+            ui.info(line, self.quiet)
         return self.checkpoint
 
     def finish(self, what: str) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from mptool.attacks import DEFAULT_SHADOW_POOL
 from mptool.cli import ci
 from mptool.cli.app import (
     AllowImportOpt,
@@ -40,14 +41,35 @@ def attack(
     attacks: Annotated[
         str, typer.Option(help="Comma-separated: untargeted,distance,frequency,threshold,lira, or all.")
     ] = "all",
-    candidates: Annotated[int, typer.Option(help="Size of the candidate set D drawn from the data (even).")] = 2000,
+    candidates: Annotated[
+        int | None,
+        typer.Option(
+            help="Size of the candidate set D drawn from the data (even); the target models train on |D|/2. "
+            "[default: 2 x data.train_size, as pdtp's T; 2000 when it is null; capped by the data]",
+            show_default=False,
+        ),
+    ] = None,
     iterations: Annotated[int, typer.Option(help="Iterations; each trains A on both halves of D.")] = 10,
     targets: Annotated[int, typer.Option(help="Target records drawn from D.")] = 100,
-    shadows: Annotated[int, typer.Option(help="Shadow models M of the untargeted and threshold attacks.")] = 20,
-    pairs: Annotated[int, typer.Option(help="In/out shadow pairs per target per iteration (targeted, LiRA).")] = 5,
+    shadows: Annotated[
+        int,
+        typer.Option(
+            help="Shadow models M of the untargeted and threshold attacks (with a pool: the untargeted attack "
+            "learns from the first M pool models, the threshold attack from all)."
+        ),
+    ] = 20,
+    pairs: Annotated[
+        int, typer.Option(help="With --shadow-pool 0: in/out shadow pairs per target per iteration (targeted, LiRA).")
+    ] = 5,
     shadow_pool: Annotated[
-        int, typer.Option(help="K > 0: one shared pool of K shadows on random halves of D for every attack.")
-    ] = 0,
+        int | None,
+        typer.Option(
+            help=f"K: one shared pool of K shadows on random halves of D for every attack [default: "
+            f"{DEFAULT_SHADOW_POOL} with distance, frequency or lira, grown until every target is in and out of "
+            "one; else none]; 0: the paper's per-target pairs (--pairs; far slower).",
+            show_default=False,
+        ),
+    ] = None,
     shadow_data: Annotated[
         str, typer.Option(help="Untargeted shadow data: population, marginals or noisy:F.")
     ] = "population",
@@ -58,6 +80,14 @@ def attack(
     ] = None,
     max_auc: Annotated[
         float | None, typer.Option(help="Exit 1 if an attack's ROC AUC exceeds this beyond noise (95% lower end).")
+    ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds the work after reading the data may take, by the estimate from one timed fit: lowers "
+            "--pdtp-iterations, the shadow models, --iterations, --targets in that order, never below a minimum; "
+            "exit 2 if even that does not fit."
+        ),
     ] = None,
     out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/attack-TIMESTAMP].")] = None,
     jobs: JobsOpt = 0,
@@ -76,9 +106,12 @@ def attack(
 
     Long et al. 5.4: D (--candidates rows) is split into halves each iteration; the model
     trained on each half is attacked on every target, so each target is once a member and
-    once not. Attacks: untargeted (Shokri), distance and frequency (Long 5.3), threshold
-    (Yeom), lira (Carlini; online and offline). Without --shadow-pool, targeted attacks and
-    LiRA train --pairs fresh in/out pairs per target per iteration, as the paper does.
+    once not. The training-set size is |D|/2; by default |D| = 2 x data.train_size, so it
+    equals pdtp's |T|. Attacks: untargeted (Shokri), distance and frequency (Long 5.3),
+    threshold (Yeom), lira (Carlini; online and offline). By default every attack draws its
+    shadow models from one pool; --shadow-pool 0 trains --pairs fresh in/out pairs per
+    target per iteration, as the paper does (about 100 times the fits). Before the work, one
+    line gives the planned model fits and an estimated time; --budget sizes the run to fit.
 
     DIR/attack.csv, one row per target: row, [id], label, pdtp_mean, <attack>_accuracy per
     attack (lira gives lira_ and lira_offline_), max_accuracy, lira_score (mean online
@@ -88,12 +121,14 @@ def attack(
     precision, recall, f1, auc, advantage, tpr_at_1pct_fpr, tpr_at_0.1pct_fpr,
     correlation_with_pdtp, roc: {fpr, tpr}}}, "records": [...]}; summary.strongest_attack names
     the attack of highest TPR at 1% FPR with that TPR's 95% bootstrap interval over targets
-    (tpr_at_1pct_fpr_interval, the attack's own from its intervals). DIR/attempts.csv, one row
-    per attack per attempt: row, iteration, attack, member, score, decision (every metric
-    recomputes from it).
+    (tpr_at_1pct_fpr_interval, the attack's own from its intervals); summary.train_size is
+    |D|/2 and summary.candidates_from says where |D| came from; summary.plan holds the planned
+    fits, the estimate and what --budget changed. DIR/attempts.csv, one row per attack per
+    attempt: row, iteration, attack, member, score, decision (every metric recomputes from it).
     """
     from mptool.api.operations import attack as run
     from mptool.attacks.metrics import attempts_csv
+    from mptool.attacks.plan import resolve_candidates
     from mptool.attacks.protocol import parse_attacks, summary_lines
     from mptool.inputs.prepare import prepare
     from mptool.inputs.spec import load_spec
@@ -105,7 +140,7 @@ def attack(
     flags.check_attack_flags(
         counts={"candidates": candidates, "iterations": iterations, "targets": targets, "shadows": shadows,
                 "pairs": pairs, "shadow_pool": shadow_pool, "pdtp_iterations": pdtp_iterations},
-        max_accuracy=max_accuracy, max_auc=max_auc,
+        max_accuracy=max_accuracy, max_auc=max_auc, budget=budget,
     )
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
     backend = check_backend(backend, scheduler)
@@ -119,8 +154,9 @@ def attack(
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:
         ui.warn(note)
+    n_cand, why = resolve_candidates(candidates, spec.data.train_size, prep.population.n)
     start = (
-        f"candidate set D: {candidates} of {prep.population.n} records from {data_path}; "
+        f"candidate set D: {n_cand} of {prep.population.n} records from {data_path} ({why}); "
         f"estimator {spec.model.estimator}; attacks {', '.join(names)}"
     )
     opener = CheckpointOpener(out_dir, resume, force, start, quiet)
@@ -128,9 +164,9 @@ def attack(
     result = run(
         data_path, spec, attacks=names, candidates=candidates, iterations=iterations, targets=targets,
         shadows=shadows, pairs=pairs, shadow_pool=shadow_pool, shadow_data=shadow_data, per_class=per_class,
-        pdtp_iterations=pdtp_iterations, max_accuracy=max_accuracy, max_auc=max_auc, jobs=jobs or None,
+        pdtp_iterations=pdtp_iterations, max_accuracy=max_accuracy, max_auc=max_auc, budget=budget, jobs=jobs or None,
         engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
-        checkpoint=opener, prepared=prep,
+        checkpoint=opener, prepared=prep, on_plan=opener.lines.append,
     )
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     document = {"summary": summary, "attacks": dict(result.attacks), "records": records_for_json(result.table)}

@@ -51,6 +51,8 @@ ATTACK_CELLS_MAX = 200_000_000
 GATES = ("binned", "raw")
 #: pdtp --noise-floor: records refitted with their row moved; far above any useful sample.
 NOISE_FLOOR_MAX = 1_000_000
+#: ``attack --budget``: seconds, finite and above 0; the upper bound (about 116 days) only stops typos.
+BUDGET_MAX_S = 10_000_000
 #: reduce-dtp: removal steps in the trace.
 MAX_REMOVALS_MAX = 1_000_000
 #: datasets make-purchase: records x features cells (float64 draws before the 0/1 cast).
@@ -203,13 +205,30 @@ def check_reduce_flags(*, threshold: float, train_size: int | None, max_removals
     check_count(max_removals, "--max-removals", 0, MAX_REMOVALS_MAX)
 
 
-def check_attack_flags(
-    *, counts: dict[str, int], max_accuracy: float | None, max_auc: float | None, dashes: bool = True
-) -> None:
-    """``mptool attack``: every count positive and bounded (``ATTACK_MAX``), the gates in [0, 1].
+def check_budget(value: float | None, flag: str = "--budget") -> None:
+    """``attack --budget``: None (no budget) or seconds, finite, above 0 and at most ``BUDGET_MAX_S``."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(f"{flag} must be a number of seconds (got {value!r})")
+    if not 0 < value <= BUDGET_MAX_S:
+        raise InputError(f"{flag} must be above 0 and at most {BUDGET_MAX_S:,} seconds (got {value:g})")
 
-    ``counts`` maps count names (``candidates``, ``shadow_pool`` ...) to values; errors name
-    them as flags (``--shadow-pool``) or, with ``dashes`` False, as the API's parameters.
+
+def check_attack_flags(
+    *,
+    counts: dict[str, int | None],
+    max_accuracy: float | None,
+    max_auc: float | None,
+    budget: float | None = None,
+    dashes: bool = True,
+) -> None:
+    """``mptool attack``: every count positive and bounded (``ATTACK_MAX``), the gates in [0, 1],
+    the budget in seconds.
+
+    ``counts`` maps count names (``candidates``, ``shadow_pool`` ...) to values (None = the
+    default, resolved later); errors name them as flags (``--shadow-pool``) or, with
+    ``dashes`` False, as the API's parameters.
     """
 
     def name(key: str) -> str:
@@ -217,7 +236,7 @@ def check_attack_flags(
 
     for key, value in counts.items():
         check_count(value, name(key), 0 if key in ATTACK_MAY_BE_ZERO else 1, ATTACK_MAX[key])
-    cells = counts.get("iterations", 1) * counts.get("candidates", 1)
+    cells = (counts.get("iterations") or 1) * (counts.get("candidates") or 1)
     if cells > ATTACK_CELLS_MAX:
         raise InputError(
             f"{name('iterations')} x {name('candidates')} is {cells:,}, more than {ATTACK_CELLS_MAX:,}; "
@@ -225,6 +244,7 @@ def check_attack_flags(
         )
     check_rate(max_accuracy, name("max_accuracy"))
     check_rate(max_auc, name("max_auc"))
+    check_budget(budget, name("budget"))
 
 
 def check_purchase_flags(*, rows: int, features: int, classes: int, segments: int, seed: int) -> None:
