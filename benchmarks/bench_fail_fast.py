@@ -4,8 +4,8 @@ For the paper's network (``adult-nn.yaml``, Long et al. 5.2) and a random forest
 (``adult-rf.yaml``) on ``--records`` Adult records, all at ``--jobs 2`` in one run:
 
 1. the full refit in row order (every record: the baseline, and the truth for 2);
-2. the screening scores (loss, margin, gradient, and the family's own: output-layer
-   influence for the MLP, tree spread for the forest): recall of the true top-10 PDTP
+2. the screening scores (loss, margin, confidence, and the family's own: gradient norm and
+   output-layer influence for the MLP, the trees' spread for the forest): recall of the true top-10 PDTP
    records among the screen's first 10 (a record tied with the 10th counts) and among its
    first 10% of records, the Spearman correlation, and where each order meets the first violator;
 3. ``mptool pdtp --fail-fast`` in risk order and in row order: refits and seconds to the
@@ -55,7 +55,11 @@ def candidate_scores(model, T, classes, floor: float) -> dict[str, np.ndarray]:
     """Every screen measured: the generic ones and the family's own (when it applies)."""
     p = proba_in(model, T.X, classes)
     y_idx = class_index(T.y, classes)
-    out = {"loss": screen.loss_score(p, y_idx), "margin": screen.margin_score(p, y_idx)}
+    out = {
+        "loss": screen.loss_score(p, y_idx),
+        "margin": screen.margin_score(p, y_idx),
+        "confidence": screen.confidence_score(p, floor),
+    }
     for name, got in (
         ("gradient", screen.mlp_gradient_score(model, T.X, T.y)),
         ("influence", screen.mlp_influence_score(model, T.X, T.y, floor)),
@@ -73,7 +77,8 @@ def first_violator(order: np.ndarray, violation: np.ndarray) -> int | None:
 
 
 def screen_report(key: str, scores: dict[str, np.ndarray], pdtp: np.ndarray, threshold: float) -> str:
-    """One line per model: each screen's recall@10, recall of the top-10 within its first 10%, rho, first hit."""
+    """One line per model: each screen's recall@10, recall of the top-10 within its first 10%, rho, first hit,
+    and refits until 10 violators are found."""
     tenth = np.sort(pdtp)[::-1][min(9, len(pdtp) - 1)]
     top = pdtp >= tenth
     tenth_pct = max(10, len(pdtp) // 10)
@@ -84,7 +89,9 @@ def screen_report(key: str, scores: dict[str, np.ndarray], pdtp: np.ndarray, thr
         rec_pct = min(1.0, top[order[:tenth_pct]].sum() / 10)
         rho = spearmanr(s, pdtp).statistic
         first = first_violator(order, pdtp > threshold)
-        parts.append(f"{name} {rec:.2f}/{rec_pct:.2f} (rho {rho:+.2f}, first violator at {first})")
+        found = np.cumsum((pdtp > threshold)[order])
+        ten = int(np.searchsorted(found, 10)) + 1 if found[-1] >= 10 else None
+        parts.append(f"{name} {rec:.2f}/{rec_pct:.2f} (rho {rho:+.2f}, first violator at {first}, 10 at {ten})")
     return (
         f"screen_recall_{key}: recall of the true top-10 in the first 10 / first {tenth_pct} refits: "
         + "; ".join(parts)

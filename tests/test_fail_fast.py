@@ -176,7 +176,7 @@ def test_run_tasks_stops_when_a_callback_raises_stoptasks() -> None:
 def test_screen_names_per_family(tmp_path: Path, data: Path) -> None:
     cases = {
         "mlp": ({"hidden_layer_sizes": [4], "max_iter": 30}, "influence"),
-        "random_forest": ({"n_estimators": 5, "max_depth": 3}, "spread"),
+        "random_forest": ({"n_estimators": 5, "max_depth": 3}, "confidence"),
         "decision_tree": ({"max_depth": 3}, "loss"),
     }
     for est, (params, name) in cases.items():
