@@ -233,8 +233,14 @@ class RefitEngine:
     @staticmethod
     def _refit(request: LooRequest, chunks: list[np.ndarray], advance: Callable[[int], None],
                tracker: FirstViolator | None, index_of: dict[int, int]) -> list[np.ndarray | None]:
-        """Run the chunks (in list order); each finished one is saved, counted and, with a tracker, checked."""
+        """Run the chunks (in list order); each finished one is saved, counted and, with a tracker, checked.
+
+        With a tracker (``--fail-fast``) the first chunk (one record, the riskiest) is refitted
+        here before any worker starts: when it is a violator the run ends without the
+        workers' start-up.
+        """
         T, ckpt = request.train, request.checkpoint
+        head = 1 if tracker is not None and len(chunks) > 1 else 0
 
         def done(i: int, part: np.ndarray) -> None:
             if ckpt is not None:
@@ -245,14 +251,20 @@ class RefitEngine:
                 if tracker.settled():
                     raise StopTasks
 
-        try:
+        def run(part: list[np.ndarray], offset: int, jobs: int, backend: str) -> list[np.ndarray | None]:
             return run_tasks(
                 loo_chunk,
-                ((request.template, T.X, T.y, request.classes, c) for c in chunks),
-                jobs=request.jobs,
-                backend=request.backend,
+                ((request.template, T.X, T.y, request.classes, c) for c in part),
+                jobs=jobs,
+                backend=backend,
                 shared=(request.template, T.X, T.y, request.classes),
-                on_done=done,
+                on_done=lambda i, r: done(i + offset, r),
             )
+
+        try:
+            first = run(chunks[:head], 0, 1, "loky") if head else []  # jobs 1 on loky: in this process
+            if tracker is not None and tracker.settled():
+                return first + [None] * (len(chunks) - head)
+            return first + run(chunks[head:], head, request.jobs, request.backend)
         except LooFitError as exc:
             raise loo_fit_failed(T, exc) from None
