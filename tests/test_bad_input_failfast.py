@@ -1,7 +1,7 @@
 """Bad --order / fail_fast / order values: exit 2 (InputError in the API), one line, nothing written.
 
-Rows failfast-1 .. failfast-4 of docs/bad-input.md. They are refused by
-mptool.inputs.options (check_order, check_fail_fast) before any data is read.
+Rows failfast-1 .. failfast-6 of docs/bad-input.md. They are refused by
+mptool.inputs.options (check_order, check_fail_fast, check_fail_fast_gate) before any data is read.
 """
 
 from __future__ import annotations
@@ -18,6 +18,16 @@ from mptool.runtime.errors import InputError
 CLI_CASES = {
     "failfast-1 unknown --order": (["--order", "random"], "--order must be one of risk, row (got 'random')"),
     "failfast-2 empty --order": (["--order", ""], "--order must be one of risk, row (got '')"),
+    "failfast-5 --fail-fast with --baseline": (
+        ["--baseline", "prev"],
+        "--fail-fast and --baseline exclude each other: the gate judges every record, and a run stopped at a "
+        "known or waived violator would check none of the rest; drop one",
+    ),
+    "failfast-6 --fail-fast with --waivers": (
+        ["--waivers", "w.yaml"],
+        "--fail-fast and --waivers exclude each other: the gate judges every record, and a run stopped at a "
+        "known or waived violator would check none of the rest; drop one",
+    ),
 }
 
 

@@ -232,6 +232,7 @@ def pdtp(
         baseline_or_waivers=baseline is not None or waivers is not None, order=order, fail_fast=fail_fast,
     )
     formats = flags.check_ci_flags(formats=format, tolerance=baseline_tolerance, baseline=baseline, waivers=waivers)
+    flags.check_fail_fast_gate(fail_fast, baseline, waivers)
     data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")

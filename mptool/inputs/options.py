@@ -187,6 +187,20 @@ def check_gate(value: str, flag: str = "--gate") -> None:
         raise InputError(f"{flag} must be {' or '.join(GATES)} (got {shown!r})")
 
 
+def check_fail_fast_gate(fail_fast: bool, baseline: object, waivers: object) -> None:
+    """``--fail-fast`` excludes ``--baseline``/``--waivers``: their gate judges every record.
+
+    A stop at a violator the baseline already knows, or one a waiver covers, would leave the
+    gate with nothing counted and the other records unchecked: a pass nobody checked.
+    """
+    given = [flag for flag, value in (("--baseline", baseline), ("--waivers", waivers)) if value is not None]
+    if fail_fast and given:
+        raise InputError(
+            f"--fail-fast and {' and '.join(given)} exclude each other: the gate judges every record, and a run "
+            "stopped at a known or waived violator would check none of the rest; drop one"
+        )
+
+
 def check_pdtp_flags(
     *,
     threshold: float,
