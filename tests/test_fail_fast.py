@@ -128,6 +128,23 @@ def test_fail_fast_reports_the_same_records_for_any_jobs(tmp_path: Path, data: P
     }
 
 
+def test_fail_fast_stops_on_the_gate_scale(tmp_path: Path, data: Path, deep_tree: Path) -> None:
+    """With --gate raw the run stops at a record whose raw PDTP is above the threshold."""
+    res, table, summary = pdtp(data, deep_tree, tmp_path / "raw", "--fail-fast", "--gate", "raw")
+    assert res.code == 1 and summary["complete"] is False
+    hit = table[table["row"] == summary["stopped"]["row"]]
+    assert hit["pdtp_raw"].iloc[0] > 1.0 and table["violation"].sum() == 1
+    assert (table.loc[~table["violation"], "pdtp_raw"] <= 1.0).all()
+
+
+def test_fail_fast_measures_the_noise_floor_on_the_records_it_reports(
+    tmp_path: Path, data: Path, deep_tree: Path
+) -> None:
+    res, table, summary = pdtp(data, deep_tree, tmp_path / "nf", "--fail-fast", "--noise-floor", str(N))
+    assert res.code == 1, res.stderr
+    assert summary["noise_floor"]["records"] == len(table) < N
+
+
 def test_fail_fast_on_a_passing_model_refits_every_record(tmp_path: Path, data: Path, stump: Path) -> None:
     res, table, summary = pdtp(data, stump, tmp_path / "ff", "--fail-fast", "--threshold", PASS)
     assert res.code == 0, res.stdout + res.stderr
