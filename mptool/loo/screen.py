@@ -16,8 +16,9 @@ Adult, 300 records, against full refits):
   layer without the record (:func:`mlp_influence_loo`: the network's last hidden layer held
   fixed, its L2 ``alpha`` as the output layer's penalty). Records the network memorised move
   the most. It beat the loss, the margin and the gradient norm on the paper's network:
-  Spearman 0.88 against the true PDTP (loss 0.77) and 3-4 of the true top-10 among its first
-  10 (the others 0).
+  Spearman 0.87 against the true PDTP (the others 0.77), 3 of the true top-10 among its
+  first 10 and 5 among its first 30 (the others none), the first record above PDTP 5 after 4
+  refits (loss 35).
 - ``confidence`` (scikit-learn forests): -ln of the record's smallest class probability
   under A(T), floored at bin_size / 2 (:func:`confidence_score`). A refit without t
   redraws every tree's bootstrap (same seed, one record fewer), so a forest's PDTP is
