@@ -157,6 +157,8 @@ def pdtp(
     progress: Progress | None = None,
     checkpoint: CheckpointFactory | None = None,
     prepared: Prepared | None = None,
+    fail_fast: bool = False,
+    order: str = "risk",
 ) -> PdtpResult:
     """PDTP of the training records of ``spec`` on ``data`` and the DTP-1 verdict (Long et al. 4.3-4.4, 5).
 
@@ -165,15 +167,18 @@ def pdtp(
     ``noise_floor`` records are refitted with their row moved to the end of T (None: 20 when
     the estimator's fit depends on row order, else 0; see :mod:`mptool.privacy.noise`).
     ``prepared`` skips reading the data again when the caller already prepared it.
+    ``fail_fast``: the refit engine stops at the first confirmed violator in its ``order``
+    (``risk``: screened riskiest first, or ``row``); ``summary["complete"]`` is then False.
     """
     checks.check_operation(
         jobs=jobs, scheduler=scheduler, allow_import=allow_import, threshold=threshold, sample=sample,
-        gate=gate, noise_floor=noise_floor,
+        gate=gate, noise_floor=noise_floor, order=order, fail_fast=fail_fast,
     )
     spec = as_spec(spec)
     backend = check_backend(backend, scheduler)
     options = PdtpOptions(
-        threshold, records, sample, jobs, engine, backend=backend, queries=queries, gate=gate, noise_floor=noise_floor
+        threshold, records, sample, jobs, engine, backend=backend, queries=queries, gate=gate, noise_floor=noise_floor,
+        fail_fast=fail_fast, order=order,
     )
     prep = prepared or prepare_pdtp(data, spec, options, allow_import)
     key = run_key("pdtp", spec.sha256(), prep.train.sha256, options_dict(options))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from mptool.privacy.noise import (
     measure_floor,
     order_dependence,
 )
+from mptool.privacy.sampling import sample_summary
 from mptool.privacy.stability import beyond_pdtp, resolve_queries
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
@@ -72,6 +73,8 @@ class PdtpOptions:
     queries: str = "self"  # self (PDTP), train (every record of T) or a CSV path
     gate: str = "binned"  # the scale of the verdict: binned (the paper's) or raw
     noise_floor: int | None = None  # records in the noise floor's sample; None = 20 if order matters, else 0
+    fail_fast: bool = False  # refit engine: stop at the first confirmed violator (in refit order)
+    order: str = "risk"  # refit engine: "risk" (screened riskiest first) or "row"
 
 
 @dataclass
@@ -160,6 +163,62 @@ def record_table(
     return table
 
 
+def violation_rule(threshold: float, bin_size: float, gate: str, fail_fast: bool) -> Callable | None:
+    """``--fail-fast``: the refit engine's test for a confirmed violator, else None.
+
+    The same test as the table's ``violation`` column (PDTP on the ``--gate`` scale above the
+    threshold, :func:`record_table`), so the record a run stops at is one the table marks.
+    """
+    if not fail_fast:
+        return None
+
+    def violates(p_full: np.ndarray, p_loo: np.ndarray) -> np.ndarray:
+        return pdtp_of(p_full, p_loo, bin_size if gate == "binned" else 0.0).pdtp > threshold
+
+    return violates
+
+
+def keep_reported(request: LooRequest, result: Any) -> tuple[LooRequest, Any, int | None]:
+    """After a ``--fail-fast`` stop, the request and result cut to the reported records; else unchanged.
+
+    Returns the position in T of the first confirmed violator when the run stopped, else None.
+    """
+    done = getattr(result, "done", None)
+    if done is None:
+        return request, result, None
+    stopped = int(request.positions[result.stopped_at])
+    kept = replace(result, p_full=result.p_full[done], p_loo=result.p_loo[done], done=None)
+    return replace(request, positions=request.positions[done]), kept, stopped
+
+
+def coverage(
+    options: PdtpOptions, T: Any, result: Any, stopped: int | None, requested: int, violations: int
+) -> dict[str, Any]:
+    """Summary keys saying what the verdict covers: ``complete``, ``order`` (refit engine), ``stopped``, ``sample``.
+
+    ``complete`` is False when ``--fail-fast`` stopped before every requested record was
+    refitted: ``stopped`` then names the first confirmed violator (CSV row), how many records
+    are reported (``after``, the records up to it in the refit order, the same for any
+    ``--jobs``) of how many were requested (``of``), and ``refits_run``, the refits this run
+    actually made (a few more with parallel chunks; fewer when resumed). With ``--sample``,
+    ``sample`` bounds the fraction of T above the threshold (``mptool.privacy.sampling``).
+    """
+    out: dict[str, Any] = {"complete": stopped is None}
+    if hasattr(result, "order"):  # the refit engine; exact engines compute every record at once
+        out["order"] = result.order
+    if stopped is not None:
+        out["stopped"] = {
+            "reason": "fail-fast",
+            "row": int(T.rows[stopped]),
+            "after": len(result.p_full),
+            "of": requested,
+            "refits_run": int(result.refits),
+        }
+    if options.sample is not None:
+        out["sample"] = sample_summary(options.sample, T.n, violations, stopped is None)
+    return out
+
+
 def run_pdtp(
     prep: Prepared,
     options: PdtpOptions,
@@ -181,7 +240,9 @@ def run_pdtp(
     t_fit = time.perf_counter()
     jobs = resolve_jobs(options.jobs)
     request = LooRequest(
-        spec, prep.template, T, full_model, prep.classes, positions, jobs, options.backend, checkpoint=checkpoint
+        spec, prep.template, T, full_model, prep.classes, positions, jobs, options.backend, checkpoint=checkpoint,
+        order=options.order,
+        stop_on=violation_rule(options.threshold, spec.output.bin_size, options.gate, options.fail_fast),
     )
     with progress(len(positions), f"leave-one-out ({engine.name})") as advance:
         try:
@@ -192,6 +253,9 @@ def run_pdtp(
                 f"model: leave-one-out with engine {engine.name} failed: {first} "
                 "(T minus one record may be too small or have a single class; raise data.train_size)"
             ) from None
+    requested = len(positions)
+    request, result, stopped = keep_reported(request, result)
+    positions = request.positions
     check_finite(result.p_full, result.p_loo, T.rows[positions], prep.choice.name)
     t_loo = time.perf_counter()
 
@@ -202,7 +266,10 @@ def run_pdtp(
     for name, column in beyond.items():
         table[name] = column
     t_noise = time.perf_counter()
-    noise, above = _noise_floor(prep, options, request, gated, progress)
+    floor_options = options  # a stopped run measures the floor on the records it reports
+    if stopped is not None and options.noise_floor is not None:
+        floor_options = replace(options, noise_floor=min(options.noise_floor, len(positions)))
+    noise, above = _noise_floor(prep, floor_options, request, gated, progress)
     t_noise = time.perf_counter() - t_noise
     if above is not None:
         table["above_noise_floor"] = above
@@ -232,6 +299,7 @@ def run_pdtp(
             "identity": identity(T, key, bin_size),
         }
     )
+    summary.update(coverage(options, T, result, stopped, requested, int(table["violation"].sum())))
     return PdtpOutcome(table=table, summary=summary, notes=list(prep.notes))
 
 

@@ -85,10 +85,44 @@ def noise_floor_line(summary: dict) -> str:
     )
 
 
+def _percent(fraction: float) -> str:
+    """A fraction as a percentage with one decimal (two significant digits below 0.1%)."""
+    pct = 100.0 * fraction
+    return f"{pct:.1f}%" if pct >= 0.1 or pct == 0 else f"{pct:.2g}%"
+
+
+def qualified_verdict(summary: dict, line: str) -> str:
+    """The verdict line said for what it covers: a ``--fail-fast`` stop or a ``--sample`` (else ``line``).
+
+    A stop at a confirmed violator is an exact "VIOLATED"; a sample that passes never says
+    "DTP-1 holds": it gives the 95% upper bound on the fraction of T above the threshold.
+    """
+    stopped, sample = summary.get("stopped"), summary.get("sample")
+    if stopped:
+        return line.replace(
+            "DTP-1 VIOLATED",
+            f"DTP-1 VIOLATED (stopped at the first confirmed violator, row {stopped['row']}, after "
+            f"{stopped['after']} of {stopped['of']} refits; --fail-fast)",
+            1,
+        )
+    if not sample or sample["k"] >= sample["n_train"]:
+        return line
+    bound = f"with 95% confidence at most {_percent(sample['fraction_upper_95'])} of T is above the threshold"
+    if summary["verdict"] == "fail":
+        return f"{line}; sample of {sample['k']} of {sample['n_train']} records: {bound}"
+    return line.replace(
+        "DTP-1 holds",
+        f"DTP-1 not established (no violation among {sample['k']} sampled records of {sample['n_train']}; "
+        f"{bound}; audit every record for a verdict)",
+        1,
+    )
+
+
 def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
     """Verdict line and the ten riskiest records."""
     verdict = summary["verdict"]
     line = verdict_line(summary)
+    line = qualified_verdict(summary, line)
     if quiet:
         ui.echo(line, limit=None)
         return
@@ -112,7 +146,8 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
         markup=False,
     )
     out_console.print(ui.safe_line(noise_floor_line(summary)), markup=False, highlight=False)
-    out_console.print(ui.safe_line(line, None), style="bold red" if verdict == "fail" else "bold green")
+    style = "bold red" if verdict == "fail" else "bold yellow" if "not established" in line else "bold green"
+    out_console.print(ui.safe_line(line, None), style=style)
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -143,6 +178,19 @@ def pdtp(
             "noise [default: 20 when the fit depends on row order (MLP, SGD, bootstrap), else 0].",
         ),
     ] = None,
+    fail_fast: Annotated[
+        bool,
+        typer.Option(
+            "--fail-fast",
+            help="Refit engine: stop at the first confirmed violator (exit 1; pdtp.csv then holds the records "
+            "refitted up to it, pdtp.json says complete: false). A passing run still refits every record. "
+            "Exact engines compute every record at once and report all.",
+        ),
+    ] = False,
+    order: Annotated[
+        str,
+        typer.Option(help="Refit engine's order: risk (records the screen ranks riskiest first) or row."),
+    ] = "risk",
     queries: Annotated[
         str,
         typer.Option(
@@ -181,9 +229,10 @@ def pdtp(
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
     flags.check_pdtp_flags(
         threshold=threshold, train_size=train_size, sample=sample, gate=gate, noise_floor=noise_floor,
-        baseline_or_waivers=baseline is not None or waivers is not None,
+        baseline_or_waivers=baseline is not None or waivers is not None, order=order, fail_fast=fail_fast,
     )
     formats = flags.check_ci_flags(formats=format, tolerance=baseline_tolerance, baseline=baseline, waivers=waivers)
+    flags.check_fail_fast_gate(fail_fast, baseline, waivers)
     data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
@@ -193,6 +242,7 @@ def pdtp(
     options = PdtpOptions(
         threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries, gate=gate,
         noise_floor=noise_floor,
+        fail_fast=fail_fast, order=order,
     )
     gate_inputs = ci.read_gate_inputs(baseline, waivers, baseline_tolerance)  # also MPTOOL_FINGERPRINT_KEY
     inputs = {"the data file": data_path, "the spec": spec_path, "the --queries file": queries,
@@ -211,7 +261,7 @@ def pdtp(
         data_path, spec, threshold=threshold, records=rows, sample=sample, jobs=jobs or None, engine=engine,
         queries=queries, gate=gate, noise_floor=noise_floor, backend=backend, scheduler=scheduler,
         progress=lambda n, label: ui.progress(n, label, quiet),
-        checkpoint=opener, prepared=prep,
+        checkpoint=opener, prepared=prep, fail_fast=fail_fast, order=order,
     )
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     table = result.table.copy()

@@ -53,6 +53,8 @@ GATES = ("binned", "raw")
 NOISE_FLOOR_MAX = 1_000_000
 #: ``attack --budget``: seconds, finite and above 0; the upper bound (about 116 days) only stops typos.
 BUDGET_MAX_S = 10_000_000
+#: Orders of the refit engine (``--order``): screened riskiest first, or the order of T.
+REFIT_ORDERS = ("risk", "row")
 #: reduce-dtp: removal steps in the trace.
 MAX_REMOVALS_MAX = 1_000_000
 #: datasets make-purchase: records x features cells (float64 draws before the 0/1 cast).
@@ -165,11 +167,40 @@ def check_run_flags(
     check_allow_import(allow_import)
 
 
+def check_order(value: str, flag: str = "--order") -> None:
+    """``--order``: the refit engine's order, ``risk`` (screened riskiest first) or ``row``."""
+    if not isinstance(value, str) or value not in REFIT_ORDERS:
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:40] + "..."
+        raise InputError(f"{flag} must be one of {', '.join(REFIT_ORDERS)} (got {shown})")
+
+
+def check_fail_fast(value: bool, flag: str = "--fail-fast") -> None:
+    """``--fail-fast``: a switch; the API's ``fail_fast`` must be a real bool (not e.g. the string "no")."""
+    if not isinstance(value, bool):
+        shown = repr(value)
+        raise InputError(f"{flag} must be True or False (got {shown if len(shown) <= 40 else shown[:40] + '...'})")
+
+
 def check_gate(value: str, flag: str = "--gate") -> None:
     """``--gate``: ``binned`` (the paper's binned PDTP, default) or ``raw`` (unbinned PDTP)."""
     if not isinstance(value, str) or value not in GATES:
         shown = str(value) if len(str(value)) <= 40 else str(value)[:40] + "..."
         raise InputError(f"{flag} must be {' or '.join(GATES)} (got {shown!r})")
+
+
+def check_fail_fast_gate(fail_fast: bool, baseline: object, waivers: object) -> None:
+    """``--fail-fast`` excludes ``--baseline``/``--waivers``: their gate judges every record.
+
+    A stop at a violator the baseline already knows, or one a waiver covers, would leave the
+    gate with nothing counted and the other records unchecked: a pass nobody checked.
+    """
+    given = [flag for flag, value in (("--baseline", baseline), ("--waivers", waivers)) if value is not None]
+    if fail_fast and given:
+        raise InputError(
+            f"--fail-fast and {' and '.join(given)} exclude each other: the gate judges every record, and a run "
+            "stopped at a known or waived violator would check none of the rest; drop one"
+        )
 
 
 def check_pdtp_flags(
@@ -180,8 +211,10 @@ def check_pdtp_flags(
     gate: str = "binned",
     noise_floor: int | None = None,
     baseline_or_waivers: bool = False,
+    order: str = "risk",
+    fail_fast: bool = False,
 ) -> None:
-    """``mptool pdtp``: threshold, training-set size, sample size, gate and noise-floor records.
+    """``mptool pdtp``: threshold, training-set size, sample size, gate, noise-floor records, order, fail-fast.
 
     ``--gate raw`` is refused with ``--baseline``/``--waivers``: their gate compares the binned
     PDTP of this run with a baseline run's, and mixing the scales would gate on neither.
@@ -191,6 +224,8 @@ def check_pdtp_flags(
     check_count(sample, "--sample", 1)
     check_gate(gate)
     check_count(noise_floor, "--noise-floor", 0, NOISE_FLOOR_MAX)
+    check_order(order)
+    check_fail_fast(fail_fast)
     if gate == "raw" and baseline_or_waivers:
         raise InputError(
             "--gate raw cannot be combined with --baseline or --waivers (their gate compares binned PDTP "
@@ -270,6 +305,8 @@ def check_operation(
     max_removals: int | None = None,
     gate: str = "binned",
     noise_floor: int | None = None,
+    order: str | None = None,
+    fail_fast: bool | None = None,
 ) -> None:
     """The same rules for the Python API (``mptool.pdtp``, ``attack``, ``reduce_dtp``), naming its parameters."""
     check_jobs(jobs or 0, scheduler, flag="jobs")
@@ -283,6 +320,10 @@ def check_operation(
     if noise_floor is not None and (isinstance(noise_floor, bool) or not isinstance(noise_floor, int)):
         raise InputError(f"noise_floor must be a whole number of records or None (got {noise_floor!r})")
     check_count(noise_floor, "noise_floor", 0, NOISE_FLOOR_MAX)
+    if order is not None:
+        check_order(order, "order")
+    if fail_fast is not None:
+        check_fail_fast(fail_fast, "fail_fast")
 
 
 #: Output formats of ``--format`` on pdtp, attack and reduce-dtp: csv and json are always written.

@@ -29,6 +29,11 @@ class LooRequest:
     jobs: int = 1
     backend: str = "loky"
     checkpoint: Any = None  # mptool.runtime.checkpoint.Checkpoint: save finished chunks, skip saved ones (refit)
+    # Refit engine only (exact engines compute every record at once and ignore these):
+    order: str = "row"  # "risk": refit the records the screen (loo/screen.py) ranks riskiest first
+    # --fail-fast: stop_on(p_full, p_loo) -> bool per record, True for a confirmed violator;
+    # the refit engine stops once the first violator in its order is known
+    stop_on: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
 
 @dataclass(frozen=True)

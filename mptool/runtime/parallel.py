@@ -164,6 +164,15 @@ def session(backend: str = "loky", scheduler: str | None = None, jobs: int | Non
             cluster.close()
 
 
+class StopTasks(Exception):  # noqa: N818 - a signal to stop, not an error
+    """Raised by an ``on_done``/``on_result`` callback of :func:`run_tasks` to end the run early.
+
+    :func:`run_tasks` then returns at once: tasks not finished are left ``None`` in its
+    result, tasks running are cancelled (loky stops its workers) and none not yet started
+    is started. Used by ``--fail-fast`` (the refit engine stops at a confirmed violator).
+    """
+
+
 def _tagged(index: int, parent_pid: int, fn: Callable[..., Any], *args: Any) -> tuple[int, Any]:
     """Run ``fn(*args)`` and return its result with the task's index (results may arrive out of order).
 
@@ -198,6 +207,9 @@ def run_tasks(
     (``signals.deferred``): after a signal, results still arriving are dropped and the run
     stops with ``signals.Interrupted``, also when the signal first shows as another error
     (e.g. a worker killed by the same SIGTERM).
+
+    A callback that raises :class:`StopTasks` ends the run early; the tasks not finished
+    stay ``None``.
     """
     tasks = list(tasks)
     out: list[Any] = [None] * len(tasks)
@@ -236,6 +248,8 @@ def run_tasks(
 
     try:
         _dispatch(fn, tasks, todo, jobs, name, shared, accept)
+    except StopTasks:
+        return out
     except signals.Interrupted:
         raise
     except BaseException as exc:
