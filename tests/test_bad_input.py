@@ -76,7 +76,7 @@ def data_header_only(d: Path):
 
 def data_semicolons(d: Path):
     csv = text_file(d, "color;x1;label\nred;1.0;yes\nblue;2.0;no\n")
-    return pdtp_args(d, csv, good_spec(d)), ["d.csv", "semicolons", "comma"]
+    return pdtp_args(d, csv, good_spec(d)), ["d.csv", "semicolons", "data.read.separator: ';'"]
 
 
 def data_ragged_row(d: Path):
