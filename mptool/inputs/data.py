@@ -430,7 +430,7 @@ def _category_text(s: pd.Series) -> pd.Series:
             return str(int(v))
         return str(v)
 
-    return s.map(text, na_action="ignore")
+    return s.map({v: text(v) for v in pd.unique(s.dropna())})
 
 
 def _feature(name: str, s: pd.Series, spec: Spec, where: str) -> tuple[Column, pd.Series]:
@@ -538,12 +538,13 @@ def _marker_hints(df: pd.DataFrame, markers: list[str]) -> list[str]:
         if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
             continue
         text = s.dropna().astype(str)
-        numeric = pd.to_numeric(text, errors="coerce").notna()
-        odd = set(text[~numeric].unique().tolist())
+        values = pd.Series(text.unique())  # each distinct text once: a column of 50,000 cells has few
+        numeric = pd.to_numeric(values, errors="coerce").notna()
+        odd = set(values[~numeric].tolist())
         if numeric.any() and odd and odd <= _LIKELY_MARKERS and not odd & set(markers):
             shown = ", ".join(repr(v) for v in sorted(odd))
             notes.append(
-                f"column '{name}' holds numbers and {shown} ({int((~numeric).sum())} cells), so it is read as "
+                f"column '{name}' holds numbers and {shown} ({int(text.isin(odd).sum())} cells), so it is read as "
                 f"categories; if {shown} means missing, add it to data.missing_values"
             )
     return notes

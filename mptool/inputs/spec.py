@@ -425,6 +425,14 @@ class ReadSpec(_Strict):
             raise ValueError("expected true or false")
         return v
 
+    @field_validator("decimal")
+    @classmethod
+    def _decimal_not_separator(cls, v: str, info: Any) -> str:
+        if v == info.data.get("separator"):
+            raise ValueError(f"the decimal mark {v!r} is also the separator; a file with decimal commas is "
+                             "separated by something else, e.g. separator: ';'")
+        return v
+
     @field_validator("header")
     @classmethod
     def _names(cls, v: Any) -> Any:
@@ -643,3 +651,9 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
     path = Path(path)
     raw = read_yaml(read_spec_text(path), str(path))
     return parse_spec(raw, where=str(path), overrides=overrides)
+
+
+def yaml_value(value: Any) -> str:
+    """One value as flow-style YAML text that :func:`read_yaml` reads back to the same value (for ``mptool init``)."""
+    text = yaml.dump(value, Dumper=_SpecDumper, default_flow_style=True, width=10**6, allow_unicode=True)
+    return text.removesuffix("\n").removesuffix("\n...").strip()

@@ -1,0 +1,226 @@
+"""Issue 15, a new user's first hour: reading real data files, init, check, estimators, lean pdtp.json.
+
+The done-when of the issue: a UCI-census-style file (headerless, ', ' separated, '?' for
+missing, the label in column 41) audits with the spec ``mptool init`` writes; a semicolon
+file (decimal commas) and a Parquet file audit to the same numbers as the CSV.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import mixed_frame, run_cli, write_spec
+
+from mptool.inputs.bundled import ADULT_CSV
+from mptool.inputs.spec import load_spec, read_yaml
+
+PDTP_NUMBERS = ["row", "label", "pdtp", "pdtp_raw", "worst_class", "p_full", "p_loo", "violation"]
+
+
+def adult_slice(n: int = 400) -> pd.DataFrame:
+    """The first ``n`` rows of the bundled Adult data, as read with every cell as text (empty = missing)."""
+    return pd.read_csv(ADULT_CSV, nrows=n, dtype=str, keep_default_na=False)
+
+
+def census_file(path: Path, n: int = 400) -> pd.DataFrame:
+    """A headerless ', '-separated file with '?' for missing and the label in column 41 (as UCI census-income).
+
+    The 14 Adult features come first, then 27 seeded code columns (0..4), then the label.
+    Returns the frame as written (column names 0..41).
+    """
+    adult = adult_slice(n)
+    features = adult.drop(columns=["income"]).replace("", "?")
+    rng = np.random.default_rng(3)
+    codes = pd.DataFrame({f"c{j}": rng.integers(0, 5, size=n).astype(str) for j in range(27)})
+    frame = pd.concat([features, codes, adult["income"]], axis=1)
+    frame.columns = [str(i) for i in range(frame.shape[1])]
+    assert frame.shape[1] == 42 and (frame == "?").to_numpy().any()
+    path.write_text("\n".join(", ".join(row) for row in frame.to_numpy().tolist()) + "\n")
+    return frame
+
+
+def pdtp_run(tmp: Path, data: Path, spec: Path, out: str, *extra: str):
+    res = run_cli("pdtp", data, "--model", spec, "--out", tmp / out, "--jobs", "1", "--quiet", "--force", *extra)
+    assert res.code in (0, 1), res.stderr
+    return pd.read_csv(tmp / out / "pdtp.csv")
+
+
+def test_census_style_file_audits_with_the_spec_init_writes(tmp_path: Path) -> None:
+    data = tmp_path / "census-income.data"
+    census_file(data)
+    res = run_cli("init", data)
+    assert res.code == 0, res.stderr
+    assert "next: mptool init" in res.stderr and "mptool pdtp" in res.stderr
+    raw = read_yaml(res.stdout, "init")
+    assert raw["data"]["label"] == "41"  # the last column, guessed
+    assert raw["data"]["read"] == {"separator": ",", "header": False, "encoding": "utf-8", "decimal": ".",
+                                   "skip_spaces": True}
+    assert "?" in raw["data"]["missing_values"]
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(res.stdout)
+    table = pdtp_run(tmp_path, data, spec, "out")
+    assert len(table) > 100 and table["pdtp"].notna().all()
+    # the same with the label named on the command line, and written unquoted in the spec
+    by_flag = run_cli("init", data, "--label", "41")
+    assert by_flag.code == 0 and by_flag.stdout.replace("given by --label", "") != ""
+    unquoted = tmp_path / "unquoted.yaml"
+    unquoted.write_text(res.stdout.replace("label: '41'", "label: 41"))
+    assert "label: 41 " in unquoted.read_text()
+    pd.testing.assert_frame_equal(pdtp_run(tmp_path, data, unquoted, "out2"), table)
+
+
+def _three_formats(tmp: Path) -> dict[str, tuple[Path, dict]]:
+    frame = mixed_frame(80, seed=11)
+    frame.loc[[3, 17], "x2"] = np.nan  # empty cells, dropped the same way in each format
+    csv, semi, parquet = tmp / "d.csv", tmp / "d-semi.csv", tmp / "d.parquet"
+    frame.to_csv(csv, index=False)
+    frame.to_csv(semi, index=False, sep=";", decimal=",")
+    frame.to_parquet(parquet, index=False)
+    assert "," in semi.read_text().splitlines()[1]  # decimal commas really written
+    return {
+        "csv": (csv, {}),
+        "semicolon": (semi, {"read": {"separator": ";", "decimal": ","}}),
+        "parquet": (parquet, {}),
+    }
+
+
+@pytest.mark.parametrize("estimator", ["gaussian_nb", "logistic_regression"])
+def test_semicolon_and_parquet_files_audit_to_the_same_numbers_as_the_csv(tmp_path: Path, estimator: str) -> None:
+    tables = {}
+    for name, (path, data) in _three_formats(tmp_path).items():
+        spec = write_spec(tmp_path / f"{name}.yaml", estimator, data=data)
+        tables[name] = pdtp_run(tmp_path, path, spec, name)[PDTP_NUMBERS]
+    assert len(tables["csv"]) == 78
+    pd.testing.assert_frame_equal(tables["semicolon"], tables["csv"])
+    pd.testing.assert_frame_equal(tables["parquet"], tables["csv"])
+
+
+def test_tab_separated_file_with_latin1_names_and_a_header_list(tmp_path: Path) -> None:
+    frame = mixed_frame(40, seed=2)
+    frame["color"] = frame["color"].replace({"red": "rouge é"})
+    path = tmp_path / "d.tsv"
+    path.write_bytes(frame.to_csv(index=False, header=False, sep="\t").encode("latin-1"))
+    spec = write_spec(tmp_path / "s.yaml", "gaussian_nb", data={"read": {
+        "separator": "\t", "encoding": "latin-1", "header": ["color", "size", "x1", "x2", "label"]}})
+    table = pdtp_run(tmp_path, path, spec, "out")
+    csv = tmp_path / "d.csv"
+    frame.to_csv(csv, index=False)
+    pd.testing.assert_frame_equal(table, pdtp_run(tmp_path, csv, write_spec(tmp_path / "c.yaml", "gaussian_nb"), "o2"))
+    sniffed = run_cli("init", path)
+    assert sniffed.code == 0, sniffed.stderr
+    read = read_yaml(sniffed.stdout, "init")["data"]["read"]
+    assert read["separator"] == "\t" and read["encoding"] == "latin-1" and read["header"] is False
+
+
+def test_numeric_column_names_are_accepted_unquoted(tmp_path: Path) -> None:
+    frame = mixed_frame(40, seed=4)
+    frame.columns = ["0", "1", "2", "3", "41"]
+    csv = tmp_path / "d.csv"
+    frame.to_csv(csv, index=False, header=False)
+    text = ("data:\n  label: 41\n  drop: [1]\n  read: {header: [0, 1, 2, 3, 41]}\n"
+            "model:\n  estimator: gaussian_nb\n  bins: {3: [1.5, 2.5]}\n")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text)
+    loaded = load_spec(spec)
+    assert loaded.data.label == "41" and loaded.data.drop == ["1"] and list(loaded.model.bins) == ["3"]
+    res = run_cli("check", csv, "--model", spec)
+    assert res.code == 0, res.stderr
+    assert "label '41'" in res.stdout and "binned" in res.stdout
+
+
+def test_continuous_label_is_cut_by_label_bins(tmp_path: Path) -> None:
+    frame = mixed_frame(60, seed=1)
+    frame["label"] = np.round(np.random.default_rng(0).normal(50, 10, size=60), 2)
+    csv = tmp_path / "d.csv"
+    frame.to_csv(csv, index=False)
+    refused = run_cli("check", csv, "--model", write_spec(tmp_path / "a.yaml", "gaussian_nb"))
+    assert refused.code == 2 and "looks continuous" in refused.stderr and "data.label_bins" in refused.stderr
+    spec = write_spec(tmp_path / "b.yaml", "gaussian_nb", data={"label_bins": [45, 55]})
+    table = pdtp_run(tmp_path, csv, spec, "out")
+    assert set(table["label"]) == {"<45", "[45, 55)", ">=55"}
+
+
+def test_categorical_nb_value_categories_are_shown_and_overridable(tmp_path: Path) -> None:
+    csv = tmp_path / "d.csv"
+    mixed_frame(60, seed=5).to_csv(csv, index=False)
+    silent = write_spec(tmp_path / "a.yaml", "categorical_nb", model={"bins": {"x1": [0.0]}})
+    res = run_cli("check", csv, "--model", silent)
+    assert res.code == 0, res.stderr
+    assert "categorical_nb uses numeric column(s) 'x2' as categories" in res.stderr
+    assert any("x2" in ln and "value categories" in ln for ln in res.stdout.splitlines())
+    confirmed = write_spec(tmp_path / "b.yaml", "categorical_nb", model={"bins": {"x1": [0.0]}},
+                           data={"categorical": ["x2"]})
+    res2 = run_cli("check", csv, "--model", confirmed)
+    assert res2.code == 0 and "categorical_nb uses" not in res2.stderr, res2.stderr
+    assert any("x2" in ln and "data.categorical" in ln for ln in res2.stdout.splitlines())
+    # the same model either way: each value of x2 a category
+    pd.testing.assert_frame_equal(pdtp_run(tmp_path, csv, silent, "o1"), pdtp_run(tmp_path, csv, confirmed, "o2"))
+
+
+def test_data_numeric_parses_a_text_column(tmp_path: Path) -> None:
+    frame = mixed_frame(50, seed=6)
+    text = frame.assign(x1=frame["x1"].map(str))
+    path = tmp_path / "d.parquet"
+    text.to_parquet(path, index=False)  # x1 stored as text: categories unless data.numeric says otherwise
+    res = run_cli("check", path, "--model", write_spec(tmp_path / "a.yaml", "gaussian_nb"))
+    assert any(ln.split()[:2] == ["x1", "categories"] for ln in res.stdout.splitlines()), res.stdout
+    spec = write_spec(tmp_path / "b.yaml", "gaussian_nb", data={"numeric": ["x1"]})
+    res = run_cli("check", path, "--model", spec)
+    assert res.code == 0 and any(ln.split()[:2] == ["x1", "numbers"] for ln in res.stdout.splitlines()), res.stdout
+    csv = tmp_path / "d.csv"
+    frame.to_csv(csv, index=False)
+    plain = write_spec(tmp_path / "c.yaml", "gaussian_nb")
+    pd.testing.assert_frame_equal(pdtp_run(tmp_path, path, spec, "o1"), pdtp_run(tmp_path, csv, plain, "o2"))
+
+
+def test_check_prints_the_plan_and_writes_nothing(tmp_path: Path) -> None:
+    csv = tmp_path / "d.csv"
+    mixed_frame(60).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "logistic_regression")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    res = run_cli("check", csv, "--model", spec, "--jobs", "1")
+    assert res.code == 0, res.stderr
+    out = res.stdout
+    for fragment in ("T: 60 records", "2 classes in T", "engine: exact-newton-logistic", "accepts the spec",
+                     "exact-naive-bayes: no, LogisticRegression is not", "DTP upper bound: lipschitz",
+                     "pdtp        engine exact-newton-logistic, 1 fit(s)", "reduce-dtp", "attack"):
+        assert fragment in out, (fragment, out)
+    refit = run_cli("check", csv, "--model", spec, "--engine", "refit", "--jobs", "1")
+    assert refit.code == 0 and "61 fit(s)" in refit.stdout, refit.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_init_chooses_logistic_regression_for_numeric_data_and_the_spec_runs(tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    frame = pd.DataFrame(rng.normal(size=(80, 4)).round(3), columns=["a", "b", "c", "d"])
+    frame["target"] = np.where(frame["a"] + rng.normal(size=80) > 0, "pos", "neg")
+    frame = frame[["target", "a", "b", "c", "d"]]  # label not last: found by its name
+    csv = tmp_path / "d.csv"
+    frame.to_csv(csv, index=False)
+    res = run_cli("init", csv)
+    assert res.code == 0, res.stderr
+    raw = read_yaml(res.stdout, "init")
+    assert raw["data"]["label"] == "target" and raw["model"]["estimator"] == "logistic_regression"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(res.stdout)
+    assert run_cli("check", csv, "--model", spec).code == 0
+    assert len(pdtp_run(tmp_path, csv, spec, "out")) == 80
+
+
+def test_pdtp_json_holds_the_summary_and_records_only_when_asked(tmp_path: Path) -> None:
+    csv = tmp_path / "d.csv"
+    mixed_frame(40).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "gaussian_nb")
+    pdtp_run(tmp_path, csv, spec, "lean")
+    doc = json.loads((tmp_path / "lean" / "pdtp.json").read_text())
+    assert "records" not in doc and doc["summary"]["n"] == 40 and "manifest" in doc["summary"]
+    assert doc["summary"]["records_file"] == "pdtp.csv"
+    pdtp_run(tmp_path, csv, spec, "full", "--json-records")
+    full = json.loads((tmp_path / "full" / "pdtp.json").read_text())
+    assert len(full["records"]) == 40
+    report = run_cli("report", tmp_path / "lean", "--out", tmp_path / "r.md")
+    assert report.code == 0, report.stderr
