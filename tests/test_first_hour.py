@@ -224,3 +224,36 @@ def test_pdtp_json_holds_the_summary_and_records_only_when_asked(tmp_path: Path)
     assert len(full["records"]) == 40
     report = run_cli("report", tmp_path / "lean", "--out", tmp_path / "r.md")
     assert report.code == 0, report.stderr
+
+
+def test_estimators_lists_every_short_name_with_its_engine_and_bound() -> None:
+    from mptool.inputs.models import SHORT_NAMES
+
+    res = run_cli("estimators")
+    assert res.code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    for name in SHORT_NAMES:
+        assert any(ln.startswith(f"{name} ") for ln in lines), name
+    expected = {"categorical_nb": "exact-naive-bayes", "gaussian_nb": "exact-naive-bayes",
+                "logistic_regression": "exact-newton-logistic", "random_forest": "refit", "mlp": "refit"}
+    for name, engine in expected.items():
+        row = next(ln for ln in lines if ln.startswith(f"{name} "))
+        assert engine in row, row
+    assert "--allow-import" in res.stdout and "lightgbm.LGBMClassifier" in res.stdout
+
+
+def test_lightgbm_through_a_dotted_path_is_seeded_and_independent_of_jobs(tmp_path: Path) -> None:
+    pytest.importorskip("lightgbm")
+    csv = tmp_path / "d.csv"
+    mixed_frame(30, seed=3).to_csv(csv, index=False)
+    params = {"n_jobs": 1, "n_estimators": 5, "min_child_samples": 3}
+    spec = write_spec(tmp_path / "s.yaml", "lightgbm.LGBMClassifier", model={"params": params})
+    refused = run_cli("pdtp", csv, "--model", spec, "--out", tmp_path / "x", "--jobs", "1")
+    assert refused.code == 2 and "--allow-import lightgbm" in refused.stderr
+    one = pdtp_run(tmp_path, csv, spec, "one", "--allow-import", "lightgbm")
+    two = run_cli("pdtp", csv, "--model", spec, "--out", tmp_path / "two", "--jobs", "2", "--quiet",
+                  "--allow-import", "lightgbm")
+    assert two.code in (0, 1), two.stderr
+    pd.testing.assert_frame_equal(one, pd.read_csv(tmp_path / "two" / "pdtp.csv"))
+    doc = json.loads((tmp_path / "one" / "pdtp.json").read_text())
+    assert doc["summary"]["engine"] == "refit" and doc["summary"]["spec"]["seed"] == 0
