@@ -584,8 +584,6 @@ def test_log_deltas_match_the_propositions() -> None:
         "10.0.0.5:8786",
         "tls://sched.example.org:8786",
         "tcp://[::1]:8786",
-        "ray://head:10001",
-        "auto",
         None,
     ],
 )

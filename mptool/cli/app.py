@@ -51,7 +51,7 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict 
 
 # Scale-out and resume options shared by every subcommand with long parallel work.
 BackendOpt = Annotated[
-    str, typer.Option(help="Parallel backend: loky (local processes), threading, dask or ray.")
+    str, typer.Option(help="Parallel backend: loky (local processes), threading or dask.")
 ]
 SchedulerOpt = Annotated[
     str | None,

@@ -58,7 +58,7 @@ PURCHASE_CELLS_MAX = 50_000_000
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)"
-_SCHEDULER = re.compile(rf"^(?:(?P<scheme>tcp|tls|ucx|ws|wss|ray)://)?(?P<host>{_HOST}):(?P<port>[0-9]{{1,5}})/?$")
+_SCHEDULER = re.compile(rf"^(?:(?P<scheme>tcp|tls|ucx|ws|wss)://)?(?P<host>{_HOST}):(?P<port>[0-9]{{1,5}})/?$")
 
 
 def bin_size_problem(value: float) -> str | None:
@@ -129,18 +129,18 @@ def check_jobs(jobs: int, scheduler: str | None = None, flag: str = "--jobs") ->
 
 
 def check_scheduler(address: str | None, flag: str = "--scheduler") -> None:
-    """``--scheduler``: HOST:PORT with an optional scheme (tcp://, tls://, ray:// ...), or ``auto`` (Ray).
+    """``--scheduler``: a Dask scheduler's HOST:PORT with an optional scheme (tcp://, tls:// ...).
 
     Checked by form only, before any connection is tried, so a typo fails at once.
     """
-    if address is None or address == "auto":
+    if address is None:
         return
     m = _SCHEDULER.match(address)
     if m is None or not 1 <= int(m.group("port")) <= 65535:
         shown = address if len(address) <= 60 else address[:60] + "..."
         raise InputError(
             f"{flag} {shown!r} is not an address of the form tcp://HOST:PORT "
-            "(e.g. tcp://10.0.0.5:8786 for Dask, ray://HOST:10001 or auto for Ray)"
+            "(e.g. tcp://10.0.0.5:8786, the address of a Dask scheduler)"
         )
 
 
