@@ -181,7 +181,8 @@ def _pandas_csv(path: Path, missing: tuple[str, ...] | None, **kwargs: Any) -> p
     return pd.read_csv(path, keep_default_na=False, na_values=list(missing), **kwargs)
 
 
-def _check_path(path: Path) -> None:
+def check_path(path: Path) -> None:
+    """InputError unless ``path`` is an existing file."""
     if not path.exists():
         raise InputError(f"{path}: data file not found; pass the path of a CSV or Parquet file")
     if path.is_dir():
@@ -200,7 +201,7 @@ def read_csv(
     line that looks like data while ``data.read.header`` is unset (each names the option).
     """
     path, read = Path(path), read or ReadSpec()
-    _check_path(path)
+    check_path(path)
     if is_parquet(path):
         return read_parquet(path, missing)
     if path.suffix == ".gz":

@@ -21,6 +21,7 @@ from mptool.inputs.data import (
     LIKELY_MARKERS,
     MAX_CATEGORIES,
     MAX_LABEL_VALUES,
+    check_path,
     is_parquet,
     looks_numeric,
     read_csv,
@@ -91,6 +92,7 @@ def _separator(lines: list[str]) -> str:
 
 def sniff_read(path: Path) -> Sniffed:
     """Guess ``data.read`` and ``data.missing_values`` for ``path`` from its first bytes."""
+    check_path(path)
     if is_parquet(path):
         return Sniffed({}, [""], ["Parquet file: column names and types come from the file"])
     blob, whole = _head_text(path)
