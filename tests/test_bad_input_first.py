@@ -138,12 +138,47 @@ def check_engine_exact_refused(d: Path):
         "--engine exact: no exact engine accepts this spec"]
 
 
+def trained_missing(d: Path):
+    return pdtp_args(d, good_csv(d), good_spec(d), "--trained", str(d / "model.skops")), [
+        "--trained", "not found", "skops.io.dump"]
+
+
+def trained_pickle(d: Path):
+    import pickle
+
+    path = d / "model.pkl"
+    path.write_bytes(pickle.dumps({"not": "loaded"}))
+    return pdtp_args(d, good_csv(d), good_spec(d), "--trained", str(path)), ["model.pkl", "never loads pickle"]
+
+
+def trained_untrusted_type(d: Path):
+    import skops.io as sio
+
+    path = d / "model.skops"
+    sio.dump({"f": Path("x")}, path)
+    return pdtp_args(d, good_csv(d), good_spec(d), "--trained", str(path)), ["does not trust", "pathlib"]
+
+
+def trained_not_the_spec(d: Path):
+    import skops.io as sio
+
+    from mptool.inputs.prepare import fit_checked, prepare
+    from mptool.inputs.spec import load_spec
+
+    csv, spec = good_csv(d), good_spec(d, "logistic_regression")
+    prep = prepare(csv, load_spec(spec, {"model.params.C": 0.01}))
+    sio.dump(fit_checked(prep.template, prep.train), d / "model.skops")
+    return pdtp_args(d, csv, spec, "--trained", str(d / "model.skops")), [
+        "does not predict like A(T) of the spec", "largest probability difference"]
+
+
 CASES = [
     tab_separated, header_looks_like_data, header_list_wrong_length, unknown_encoding, separator_two_characters,
     decimal_comma_with_comma_separator, latin1_file_read_as_utf8, continuous_label, label_bins_on_text,
     label_bins_not_increasing, categorical_unknown_column, categorical_names_the_label, column_both_kinds,
     numeric_column_holds_text, numeric_under_categorical_nb, bins_on_a_categorical_column, damaged_parquet,
     decimal_column_name, init_unknown_label, init_missing_file, check_bad_spec, check_engine_exact_refused,
+    trained_missing, trained_pickle, trained_untrusted_type, trained_not_the_spec,
 ]
 
 

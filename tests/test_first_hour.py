@@ -257,3 +257,78 @@ def test_lightgbm_through_a_dotted_path_is_seeded_and_independent_of_jobs(tmp_pa
     pd.testing.assert_frame_equal(one, pd.read_csv(tmp_path / "two" / "pdtp.csv"))
     doc = json.loads((tmp_path / "one" / "pdtp.json").read_text())
     assert doc["summary"]["engine"] == "refit" and doc["summary"]["spec"]["seed"] == 0
+
+
+def _shipped(tmp: Path, csv: Path, spec: Path, name: str = "model.skops", **params) -> Path:
+    """A(T) of ``spec`` on ``csv`` (optionally other params), saved with skops as a user would ship it."""
+    import skops.io as sio
+
+    from mptool.inputs.prepare import fit_checked, prepare
+
+    loaded = load_spec(spec, {f"model.params.{k}": v for k, v in params.items()})
+    prep = prepare(csv, loaded)
+    path = tmp / name
+    sio.dump(fit_checked(prep.template, prep.train), path)
+    return path
+
+
+@pytest.mark.parametrize("estimator", ["logistic_regression", "categorical_nb", "random_forest"])
+def test_trained_model_saved_with_skops_is_checked_and_audited(tmp_path: Path, estimator: str) -> None:
+    csv = tmp_path / "d.csv"
+    mixed_frame(40, seed=9).to_csv(csv, index=False)
+    model = {"bins": {"x1": [0.0]}, "params": {"n_estimators": 5}} if estimator != "logistic_regression" else {}
+    if estimator == "categorical_nb":
+        model = {"bins": {"x1": [0.0]}}
+    spec = write_spec(tmp_path / "s.yaml", estimator, model=model, data={"categorical": ["x2"]})
+    shipped = _shipped(tmp_path, csv, spec)
+    plain = pdtp_run(tmp_path, csv, spec, "plain")
+    audited = pdtp_run(tmp_path, csv, spec, "shipped", "--trained", shipped)
+    trained = json.loads((tmp_path / "shipped" / "pdtp.json").read_text())["summary"]["trained"]
+    assert trained["max_abs_difference"] <= trained["tolerance"] and len(trained["sha256"]) == 64
+    # p_full is the artefact's own probability (binned), computed here independently of mptool's run
+    import skops.io as sio
+
+    from mptool.privacy.calibration import bin_probabilities
+
+    model = sio.load(shipped, trusted=sio.get_untrusted_types(file=shipped))
+    frame = pd.read_csv(csv)
+    X = frame.drop(columns=["label"]).assign(x2=frame["x2"].map(lambda v: str(int(v))))
+    p = bin_probabilities(model.predict_proba(X), 0.01)
+    col = {c: j for j, c in enumerate(model.classes_)}
+    expected = [p[r, col[c]] for r, c in zip(audited["row"], audited["worst_class"], strict=True)]
+    np.testing.assert_allclose(audited["p_full"], expected, rtol=0, atol=1e-12)
+    if estimator == "logistic_regression":
+        # the exact engine's A(T) is the exact optimum, the artefact lbfgs's: equal within 1e-6, which a
+        # 0.01-wide bin edge can still split -- the audit reports the artefact's (published) probabilities
+        assert (np.abs(audited["pdtp"] - plain["pdtp"]) < 1e-9).mean() >= 0.9
+    else:
+        pd.testing.assert_frame_equal(audited, plain)
+
+
+def test_trained_model_that_is_not_the_spec_is_refused_with_the_distance(tmp_path: Path) -> None:
+    csv = tmp_path / "d.csv"
+    mixed_frame(40, seed=9).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "logistic_regression")
+    other = _shipped(tmp_path, csv, spec, "other.skops", C=0.01)
+    res = run_cli("pdtp", csv, "--model", spec, "--trained", other, "--out", tmp_path / "o", "--jobs", "1")
+    assert res.code == 2, res.stderr
+    assert "does not predict like A(T) of the spec: largest probability difference" in res.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_trained_refuses_pickle_and_untrusted_types(tmp_path: Path) -> None:
+    import pickle
+
+    import skops.io as sio
+
+    csv = tmp_path / "d.csv"
+    mixed_frame(40, seed=9).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "gaussian_nb")
+    pkl = tmp_path / "model.pkl"
+    pkl.write_bytes(pickle.dumps({"not": "loaded"}))
+    res = run_cli("pdtp", csv, "--model", spec, "--trained", pkl, "--out", tmp_path / "o", "--jobs", "1")
+    assert res.code == 2 and "never loads pickle" in res.stderr, res.stderr
+    odd = tmp_path / "odd.skops"
+    sio.dump({"f": Path("x")}, odd)  # a pathlib type: not scikit-learn, not mptool
+    res = run_cli("pdtp", csv, "--model", spec, "--trained", odd, "--out", tmp_path / "o", "--jobs", "1")
+    assert res.code == 2 and "does not trust" in res.stderr, res.stderr

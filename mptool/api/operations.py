@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -36,8 +36,10 @@ from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_p
 from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
 from mptool.attacks.protocol import AttackOptions, parse_attacks, run_attack
 from mptool.inputs import options as checks
-from mptool.inputs.prepare import Prepared, prepare
+from mptool.inputs.models import proba_in
+from mptool.inputs.prepare import Prepared, fit_checked, prepare
 from mptool.inputs.spec import Spec, load_spec, parse_spec
+from mptool.inputs.trained import compare_to_spec, load_trained
 from mptool.loo import select_engine
 from mptool.privacy.stability import resolve_queries
 from mptool.runtime.checkpoint import options_dict, run_key, saving_on_interrupt
@@ -131,6 +133,10 @@ def _run_context(
 def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = ()) -> Prepared:
     """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec)."""
     prep = prepare(data, spec, allow_import)
+    if options.trained is not None:  # an artefact that is not A(T) is refused here, before any progress output
+        shipped = load_trained(options.trained, allow_import)
+        p_spec = proba_in(fit_checked(prep.template, prep.train), prep.train.X, prep.classes)
+        prep = replace(prep, trained=compare_to_spec(shipped, prep.train.X, prep.classes, p_spec, prep.train.rows))
     positions = select_positions(prep, options.records, options.sample)
     noise_floor_records(prep.template, options.noise_floor, len(positions))  # a --noise-floor too large fails here
     select_engine(options.engine, spec, prep.template)
@@ -153,6 +159,7 @@ def pdtp(
     backend: str = "loky",
     scheduler: str | None = None,
     allow_import: tuple[str, ...] = (),
+    trained: str | Path | None = None,
     progress: Progress | None = None,
     checkpoint: CheckpointFactory | None = None,
     prepared: Prepared | None = None,
@@ -164,6 +171,8 @@ def pdtp(
     ``noise_floor`` records are refitted with their row moved to the end of T (None: 20 when
     the estimator's fit depends on row order, else 0; see :mod:`mptool.privacy.noise`).
     ``prepared`` skips reading the data again when the caller already prepared it.
+    ``trained`` is the shipped model (a skops file): checked to predict like A(T) on T
+    (else InputError), then its probabilities stand for A(T)'s in every record's PDTP.
     """
     checks.check_operation(
         jobs=jobs, scheduler=scheduler, allow_import=allow_import, threshold=threshold, sample=sample,
@@ -171,8 +180,10 @@ def pdtp(
     )
     spec = as_spec(spec)
     backend = check_backend(backend, scheduler)
+    checks.check_trained(trained)
     options = PdtpOptions(
-        threshold, records, sample, jobs, engine, backend=backend, queries=queries, gate=gate, noise_floor=noise_floor
+        threshold, records, sample, jobs, engine, backend=backend, queries=queries, gate=gate, noise_floor=noise_floor,
+        trained=None if trained is None else str(trained),
     )
     prep = prepared or prepare_pdtp(data, spec, options, allow_import)
     key = run_key("pdtp", spec.sha256(), prep.train.sha256, options_dict(options))

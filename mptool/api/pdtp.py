@@ -6,6 +6,7 @@ PDTP(t) = max_y |ln p_T(y|x_t) - ln p_{T\\{t}}(y|x_t)| after output post-process
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -72,6 +73,7 @@ class PdtpOptions:
     queries: str = "self"  # self (PDTP), train (every record of T) or a CSV path
     gate: str = "binned"  # the scale of the verdict: binned (the paper's) or raw
     noise_floor: int | None = None  # records in the noise floor's sample; None = 20 if order matters, else 0
+    trained: str | None = None  # a skops file: the shipped model, checked to be A(T), stands for A(T)
 
 
 @dataclass
@@ -178,6 +180,7 @@ def run_pdtp(
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template)
     full_model = fit_checked(prep.template, T)
+    shipped = dict(prep.trained) if prep.trained is not None else None  # checked in prepare_pdtp
     t_fit = time.perf_counter()
     jobs = resolve_jobs(options.jobs)
     request = LooRequest(
@@ -192,6 +195,8 @@ def run_pdtp(
                 f"model: leave-one-out with engine {engine.name} failed: {first} "
                 "(T minus one record may be too small or have a single class; raise data.train_size)"
             ) from None
+    if shipped is not None:  # p_{A(T)} is the artefact's (equal to the spec's A(T) within the tolerance)
+        result = dataclasses.replace(result, p_full=shipped.pop("probabilities")[positions])
     check_finite(result.p_full, result.p_loo, T.rows[positions], prep.choice.name)
     t_loo = time.perf_counter()
 
@@ -232,6 +237,8 @@ def run_pdtp(
             "identity": identity(T, key, bin_size),
         }
     )
+    if shipped is not None:
+        summary["trained"] = shipped
     return PdtpOutcome(table=table, summary=summary, notes=list(prep.notes))
 
 

@@ -151,6 +151,13 @@ def pdtp(
         ),
     ] = "self",
     allow_import: AllowImportOpt = None,
+    trained: Annotated[
+        Path | None,
+        typer.Option(
+            help="The shipped model, saved with skops.io.dump (never pickle): checked to predict like A(T) of the "
+            "spec on T, then audited (its probabilities stand for A(T)'s)."
+        ),
+    ] = None,
     json_records: Annotated[
         bool, typer.Option("--json-records", help="Also put every record in pdtp.json (by default only in pdtp.csv).")
     ] = False,
@@ -186,7 +193,7 @@ def pdtp(
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
     flags.check_pdtp_flags(
         threshold=threshold, train_size=train_size, sample=sample, gate=gate, noise_floor=noise_floor,
-        baseline_or_waivers=baseline is not None or waivers is not None,
+        baseline_or_waivers=baseline is not None or waivers is not None, trained=trained,
     )
     formats = flags.check_ci_flags(formats=format, tolerance=baseline_tolerance, baseline=baseline, waivers=waivers)
     data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
@@ -197,12 +204,12 @@ def pdtp(
     rows = parse_rows(records)
     options = PdtpOptions(
         threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries, gate=gate,
-        noise_floor=noise_floor,
+        noise_floor=noise_floor, trained=None if trained is None else str(trained),
     )
     gate_inputs = ci.read_gate_inputs(baseline, waivers, baseline_tolerance)  # also MPTOOL_FINGERPRINT_KEY
     inputs = {"the data file": data_path, "the spec": spec_path, "the --queries file": queries,
               "the --baseline": gate_inputs.baseline.path if gate_inputs.baseline else None,
-              "the --waivers file": waivers}
+              "the --waivers file": waivers, "the --trained model": trained}
     names = ["pdtp.csv", "pdtp.json", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), names, force, resume=resume, inputs=inputs)
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
@@ -214,7 +221,7 @@ def pdtp(
 
     result = run(
         data_path, spec, threshold=threshold, records=rows, sample=sample, jobs=jobs or None, engine=engine,
-        queries=queries, gate=gate, noise_floor=noise_floor, backend=backend, scheduler=scheduler,
+        queries=queries, gate=gate, noise_floor=noise_floor, backend=backend, scheduler=scheduler, trained=trained,
         progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep,
     )

@@ -163,6 +163,15 @@ def check_run_flags(
     check_allow_import(allow_import)
 
 
+def check_trained(path: object | None, flag: str = "--trained") -> None:
+    """``--trained``: None, or an existing file (a skops archive, checked when it is read)."""
+    if path is None:
+        return
+    if not os.path.isfile(str(path)):
+        what = "is a folder" if os.path.isdir(str(path)) else "not found"
+        raise InputError(f"{flag} {path}: {what}; give the model file saved with skops.io.dump")
+
+
 def check_gate(value: str, flag: str = "--gate") -> None:
     """``--gate``: ``binned`` (the paper's binned PDTP, default) or ``raw`` (unbinned PDTP)."""
     if not isinstance(value, str) or value not in GATES:
@@ -178,12 +187,14 @@ def check_pdtp_flags(
     gate: str = "binned",
     noise_floor: int | None = None,
     baseline_or_waivers: bool = False,
+    trained: object | None = None,
 ) -> None:
-    """``mptool pdtp``: threshold, training-set size, sample size, gate and noise-floor records.
+    """``mptool pdtp``: threshold, training-set size, sample size, gate, noise-floor records, --trained file.
 
     ``--gate raw`` is refused with ``--baseline``/``--waivers``: their gate compares the binned
     PDTP of this run with a baseline run's, and mixing the scales would gate on neither.
     """
+    check_trained(trained)
     check_threshold(threshold)
     check_count(train_size, "--train-size", 2)
     check_count(sample, "--sample", 1)

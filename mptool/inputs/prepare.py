@@ -29,6 +29,7 @@ class Prepared:
     template: Any  # unfitted pipeline A
     classes: np.ndarray  # classes of T, in label order: the output columns
     kind_notes: tuple[str, ...] = ()  # how A uses the columns, where it is not plain (models.kind_notes)
+    trained: dict[str, Any] | None = None  # --trained: the artefact checked to be A(T) (inputs.trained.compare_to_spec)
 
     @property
     def notes(self) -> tuple[str, ...]:
