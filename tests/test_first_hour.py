@@ -332,3 +332,27 @@ def test_trained_refuses_pickle_and_untrusted_types(tmp_path: Path) -> None:
     sio.dump({"f": Path("x")}, odd)  # a pathlib type: not scikit-learn, not mptool
     res = run_cli("pdtp", csv, "--model", spec, "--trained", odd, "--out", tmp_path / "o", "--jobs", "1")
     assert res.code == 2 and "does not trust" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("fmt", ["semicolon", "census", "parquet"])
+def test_write_clean_of_another_format_reproduces_the_best_max(tmp_path: Path, fmt: str) -> None:
+    if fmt == "census":
+        data = tmp_path / "census.data"
+        census_file(data, 120)
+        spec = tmp_path / "s.yaml"
+        spec.write_text(run_cli("init", data).stdout.replace("train_size: null", "train_size: 40"))
+    else:
+        data, extra = _three_formats(tmp_path)[fmt]
+        spec = write_spec(tmp_path / "s.yaml", "gaussian_nb", data={**extra, "train_size": 40})
+    clean = tmp_path / "clean.csv"
+    r = run_cli("reduce-dtp", data, "--model", spec, "--max-removals", "2", "--jobs", "1", "--out", tmp_path / "o",
+                "--write-clean", clean, "-q")
+    assert r.code in (0, 1), r.stderr
+    doc = json.loads((tmp_path / "o" / "reduce.json").read_text())
+    check = run_cli("pdtp", clean, "--model", tmp_path / "o" / "clean-spec.yaml", "--jobs", "1",
+                    "--out", tmp_path / "chk", "-q")
+    assert check.code in (0, 1), check.stderr
+    summary = json.loads((tmp_path / "chk" / "pdtp.json").read_text())["summary"]
+    assert summary["n"] == doc["clean"]["records"]
+    # gaussian_nb does not use the numeric domains; categorical_nb's are pinned by the clean spec
+    assert summary["max"] == pytest.approx(doc["best_max"], abs=1e-12)
