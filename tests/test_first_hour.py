@@ -356,3 +356,32 @@ def test_write_clean_of_another_format_reproduces_the_best_max(tmp_path: Path, f
     assert summary["n"] == doc["clean"]["records"]
     # gaussian_nb does not use the numeric domains; categorical_nb's are pinned by the clean spec
     assert summary["max"] == pytest.approx(doc["best_max"], abs=1e-12)
+
+
+def test_attack_targets_the_trained_artefact_too(tmp_path: Path) -> None:
+    csv = tmp_path / "d.csv"
+    mixed_frame(120, seed=9).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "gaussian_nb", data={"train_size": 40})
+    shipped = _shipped(tmp_path, csv, spec)
+    args = ["attack", csv, "--model", spec, "--candidates", "40", "--iterations", "2", "--targets", "10",
+            "--shadows", "2", "--pairs", "1", "--pdtp-iterations", "1", "--attacks", "threshold", "--jobs", "1", "-q"]
+    res = run_cli(*args, "--out", tmp_path / "o", "--trained", shipped)
+    assert res.code in (0, 1), res.stderr
+    art = json.loads((tmp_path / "o" / "attack.json").read_text())["summary"]["artefact"]
+    assert art["members"] == 40 and art["non_members"] == 40 and 0.0 <= art["accuracy"] <= 1.0
+    assert art["sha256"] and "artefact (--trained): threshold attack on 40 members" in res.stdout
+    # independently: the artefact's loss on T and on 40 rows outside T, threshold at its mean training loss
+    import skops.io as sio
+
+    from mptool.attacks.threshold import cross_entropy
+    from mptool.inputs.prepare import prepare
+    from mptool.privacy.calibration import bin_probabilities
+
+    prep = prepare(csv, load_spec(spec))
+    model = sio.load(shipped, trusted=sio.get_untrusted_types(file=shipped))
+    y_idx = {c: i for i, c in enumerate(model.classes_)}
+    losses_in = cross_entropy(bin_probabilities(model.predict_proba(prep.train.X), 0.01),
+                              np.array([y_idx[v] for v in prep.train.y]))
+    assert art["tau"] == pytest.approx(losses_in.mean(), abs=1e-12)
+    gated = run_cli(*args, "--out", tmp_path / "g", "--trained", shipped, "--max-accuracy", "0.0")
+    assert gated.code == 1 and "artefact threshold accuracy" in gated.stdout, gated.stdout

@@ -34,6 +34,7 @@ import pandas as pd
 
 from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_positions
 from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
+from mptool.attacks.artefact import artefact_gates, attack_artefact
 from mptool.attacks.protocol import AttackOptions, parse_attacks, run_attack
 from mptool.inputs import options as checks
 from mptool.inputs.models import proba_in
@@ -130,13 +131,19 @@ def _run_context(
         yield
 
 
+def with_trained(prep: Prepared, trained: str | Path | None, allow_import: tuple[str, ...] = ()) -> Prepared:
+    """``prep`` with the --trained artefact loaded and checked to predict like A(T) on T (InputError if not)."""
+    if trained is None:
+        return prep
+    shipped = load_trained(trained, allow_import)
+    p_spec = proba_in(fit_checked(prep.template, prep.train), prep.train.X, prep.classes)
+    return replace(prep, trained=compare_to_spec(shipped, prep.train.X, prep.classes, p_spec, prep.train.rows))
+
+
 def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = ()) -> Prepared:
     """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec)."""
     prep = prepare(data, spec, allow_import)
-    if options.trained is not None:  # an artefact that is not A(T) is refused here, before any progress output
-        shipped = load_trained(options.trained, allow_import)
-        p_spec = proba_in(fit_checked(prep.template, prep.train), prep.train.X, prep.classes)
-        prep = replace(prep, trained=compare_to_spec(shipped, prep.train.X, prep.classes, p_spec, prep.train.rows))
+    prep = with_trained(prep, options.trained, allow_import)
     positions = select_positions(prep, options.records, options.sample)
     noise_floor_records(prep.template, options.noise_floor, len(positions))  # a --noise-floor too large fails here
     select_engine(options.engine, spec, prep.template)
@@ -214,11 +221,16 @@ def attack(
     backend: str = "loky",
     scheduler: str | None = None,
     allow_import: tuple[str, ...] = (),
+    trained: str | Path | None = None,
     progress: Progress | None = None,
     checkpoint: CheckpointFactory | None = None,
     prepared: Prepared | None = None,
 ) -> AttackResult:
-    """Membership attacks on ``spec`` under Long et al.'s protocol (5.4), per-target accuracy beside PDTP."""
+    """Membership attacks on ``spec`` under Long et al.'s protocol (5.4), per-target accuracy beside PDTP.
+
+    ``trained`` (a skops file, checked to be A(T)) is attacked too: T as members, as many rows
+    from outside T as non-members (``summary["artefact"]``; the gates apply to it as well).
+    """
     checks.check_operation(jobs=jobs, scheduler=scheduler, allow_import=allow_import)
     checks.check_attack_flags(
         counts={"candidates": candidates, "iterations": iterations, "targets": targets, "shadows": shadows,
@@ -232,11 +244,18 @@ def attack(
         shadow_data=shadow_data, per_class=per_class, pdtp_iterations=pdtp_iterations, jobs=jobs, engine=engine,
         max_accuracy=max_accuracy, max_auc=max_auc, backend=check_backend(backend, scheduler),
     )
-    prep = prepared or prepare(data, spec, allow_import)
-    key = run_key("attack", spec.sha256(), prep.train.sha256, options_dict(options))
+    checks.check_trained(trained)
+    prep = prepared or with_trained(prepare(data, spec, allow_import), trained, allow_import)
+    if trained is not None and prep.trained is None:
+        prep = with_trained(prep, trained, allow_import)
+    key = run_key("attack", spec.sha256(), prep.train.sha256, {**options_dict(options), "trained": str(trained)})
     ckpt = checkpoint(key) if checkpoint else None
     with _run_context(options.backend, scheduler, jobs, ckpt):
         outcome = run_attack(prep, options, progress or _no_progress)
+    artefact = attack_artefact(prep, spec.output.bin_size)
+    if artefact is not None:
+        outcome.summary["artefact"] = artefact
+        outcome.summary["gate"]["exceeded"].extend(artefact_gates(artefact, max_accuracy, max_auc))
     return AttackResult(
         outcome.table, MappingProxyType(outcome.summary), spec, (*prep.notes, *outcome.notes),
         attacks=MappingProxyType(outcome.attacks),

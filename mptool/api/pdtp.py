@@ -181,6 +181,8 @@ def run_pdtp(
     engine = select_engine(options.engine, spec, prep.template)
     full_model = fit_checked(prep.template, T)
     shipped = dict(prep.trained) if prep.trained is not None else None  # checked in prepare_pdtp
+    if shipped is not None:
+        shipped.pop("model")
     t_fit = time.perf_counter()
     jobs = resolve_jobs(options.jobs)
     request = LooRequest(

@@ -93,7 +93,8 @@ def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: 
     """How far the artefact is from A(T) on T: InputError beyond ``TRAINED_TOLERANCE``, else the figures.
 
     ``p_spec`` are A(T)'s probabilities on ``X`` (T's records, CSV ``rows``) in the order of
-    ``classes``; the artefact must know the same classes.
+    ``classes``; the artefact must know the same classes. The dict also holds the artefact's
+    ``probabilities`` on ``X`` (classes order) and the ``model``, which are not for JSON.
     """
     seen = [str(c) for c in trained.model.classes_]
     if sorted(seen) != sorted(str(c) for c in classes):
@@ -121,4 +122,4 @@ def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: 
             "class; it is not the model this spec trains on this data (check the spec, the data and the seed)"
         )
     return {"path": trained.path, "sha256": trained.sha256, "max_abs_difference": worst,
-            "tolerance": TRAINED_TOLERANCE, "probabilities": p}
+            "tolerance": TRAINED_TOLERANCE, "probabilities": p, "model": trained.model}
