@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mptool.attacks.protocol import binary_metrics
+from mptool.attacks.metrics import binary_metrics
 from mptool.attacks.shadows import rng_for
 from mptool.attacks.threshold import cross_entropy
 from mptool.inputs.models import proba_in
