@@ -28,18 +28,20 @@ def _duration(seconds: float) -> str:
 
 def print_plan(plan, jobs: int) -> None:
     """The plan as plain lines (data-derived names escaped)."""
+    from mptool.inputs.spec import yaml_value
+
     p = plan.prep
     T, spec = p.train, p.spec
     echo = out_console.print
     read = spec.data.read
     how = "" if plan.fmt != "CSV" else (
-        f" (separator {read.separator!r}, header {read.header if read.header is not None else 'true'}, "
+        f" (separator {read.separator!r}, header {yaml_value(read.header if read.header is not None else True)}, "
         f"encoding {read.encoding}, decimal {read.decimal!r}{', skip_spaces' if read.skip_spaces else ''})"
     )
     echo(ui.safe_line(f"data: {plan.source}, {plan.fmt}{how}", None))
     echo(
         f"rows: {plan.rows_usable + plan.rows_dropped} read, {plan.rows_dropped} dropped for a missing cell, "
-        f"{plan.rows_usable} usable; T: {T.n} records (train_size {spec.data.train_size}, seed {spec.seed})"
+        f"{plan.rows_usable} usable; T: {T.n} records (train_size {yaml_value(spec.data.train_size)}, seed {spec.seed})"
     )
     classes = ", ".join(f"{ui.quoted(c)} {n}" for c, n in plan.class_counts[:20])
     more = f" and {len(plan.class_counts) - 20} more" if len(plan.class_counts) > 20 else ""

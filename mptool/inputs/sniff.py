@@ -65,7 +65,10 @@ def _head_text(path: Path) -> tuple[bytes, bool]:
 
 
 def _decode(blob: bytes, whole: bool) -> tuple[str, str]:
-    """The text and its encoding: UTF-8 when it decodes, else latin-1 (which decodes any bytes)."""
+    """The text and its encoding: UTF-8 (utf-8-sig after a byte-order mark) when it decodes, else latin-1."""
+    if blob.startswith(b"\xef\xbb\xbf"):
+        text, _ = _decode(blob[3:], whole)
+        return text, "utf-8-sig"
     for encoding in ("utf-8", "latin-1"):
         try:
             text = blob.decode(encoding) if whole else blob.decode(encoding, errors="strict")
