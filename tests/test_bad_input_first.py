@@ -172,13 +172,22 @@ def trained_not_the_spec(d: Path):
         "does not predict like A(T) of the spec", "largest probability difference"]
 
 
+def baseline_json_without_its_csv(d: Path):
+    csv, spec = good_csv(d), good_spec(d)
+    assert run_cli("pdtp", str(csv), "--model", str(spec), "--out", str(d / "prev"), "--jobs", "1", "-q").code in (0, 1)
+    (d / "only").mkdir()
+    (d / "only" / "pdtp.json").write_bytes((d / "prev" / "pdtp.json").read_bytes())  # copied without pdtp.csv
+    return pdtp_args(d, csv, spec, "--baseline", str(d / "only" / "pdtp.json")), [
+        "its records are in pdtp.csv, which is not beside it", "copy the whole results folder"]
+
+
 CASES = [
     tab_separated, header_looks_like_data, header_list_wrong_length, unknown_encoding, separator_two_characters,
     decimal_comma_with_comma_separator, latin1_file_read_as_utf8, continuous_label, label_bins_on_text,
     label_bins_not_increasing, categorical_unknown_column, categorical_names_the_label, column_both_kinds,
     numeric_column_holds_text, numeric_under_categorical_nb, bins_on_a_categorical_column, damaged_parquet,
     decimal_column_name, init_unknown_label, init_missing_file, check_bad_spec, check_engine_exact_refused,
-    trained_missing, trained_pickle, trained_untrusted_type, trained_not_the_spec,
+    trained_missing, trained_pickle, trained_untrusted_type, trained_not_the_spec, baseline_json_without_its_csv,
 ]
 
 
