@@ -19,7 +19,7 @@ import time
 
 from mptool.inputs.bundled import ADULT_CSV, CONFIG_DIR
 
-CONFIGS = ("nb", "lr", "gnb", "bnb", "mnb", "knn", "dt", "rf", "nn")
+CONFIGS = ("nb", "lr", "gnb", "bnb", "mnb", "knn", "dt", "rf", "nn", "nn-paper")
 
 
 def timed(args: list[str]) -> tuple[float, float, int]:
