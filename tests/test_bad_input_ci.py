@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import mixed_frame, run_cli
 from test_bad_input import good_csv, good_spec, pdtp_args, snapshot
@@ -115,7 +116,7 @@ def baseline_not_json(d: Path):
 
 
 def baseline_nan(d: Path):
-    prev = previous_run(d)
+    prev = previous_run(d, "--json-records")  # records in the JSON (by default they are only in pdtp.csv)
     text = (prev / "pdtp.json").read_text().replace('"pdtp": ', '"pdtp": NaN, "x": ', 1)
     (prev / "pdtp.json").write_text(text)
     args = pdtp_args(d, good_csv(d), good_spec(d), "--baseline", str(prev))
@@ -131,7 +132,7 @@ def baseline_duplicate_json_key(d: Path):
 
 
 def baseline_negative_pdtp(d: Path):
-    prev = previous_run(d)
+    prev = previous_run(d, "--json-records")
     doc = json.loads((prev / "pdtp.json").read_text())
     doc["records"][3]["pdtp"] = -0.5
     (prev / "pdtp.json").write_text(json.dumps(doc))
@@ -308,7 +309,7 @@ def test_bad_ci_input_exits_2_with_one_line(tmp_path: Path, monkeypatch: pytest.
 def test_expired_waiver_is_a_finding_not_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An expired waiver: exit 1 (the record counts again) with a warning naming the waiver; not exit 2."""
     prev = previous_run(tmp_path, "--threshold", "0.9")
-    top = json.loads((prev / "pdtp.json").read_text())["records"]
+    top = pd.read_csv(prev / "pdtp.csv", dtype={"fingerprint": str}).to_dict(orient="records")
     worst = max(top, key=lambda r: r["pdtp"])
     assert worst["pdtp"] > 0.9
     text = WAIVER.replace("0123456789abcdef", worst["fingerprint"]).replace("2026-06-30", "2026-01-31")

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.baseline import PreviousRun, Waiver, key_text
+from mptool.outputs.results import CSV_FLOAT_FORMAT
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 
@@ -118,8 +119,10 @@ def classify(
     is_ = p > threshold
     status = np.full(len(now), "", dtype=object)
     status[is_ & ~was] = "new"
-    status[is_ & was & (p > prev.to_numpy(dtype=float) + tolerance)] = "worse"
-    status[is_ & was & (p <= prev.to_numpy(dtype=float) + tolerance)] = "unchanged"
+    # a baseline's PDTP comes from its pdtp.csv (12 significant digits): compare this run's as written there
+    written = np.array([float(CSV_FLOAT_FORMAT % v) for v in p], dtype=float)
+    status[is_ & was & (written > prev.to_numpy(dtype=float) + tolerance)] = "worse"
+    status[is_ & was & (written <= prev.to_numpy(dtype=float) + tolerance)] = "unchanged"
     status[~is_ & was] = "fixed"
     gone = before[(before["pdtp"] > threshold).to_numpy() & ~before_keys.isin(set(now_keys)).to_numpy()]
     return pd.Series(status, index=now.index), prev.astype(float), gone["key"].tolist()

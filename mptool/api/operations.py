@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -35,10 +35,13 @@ import pandas as pd
 from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_positions
 from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
 from mptool.attacks import DEFAULT_SHADOW_POOL
+from mptool.attacks.artefact import artefact_gates, attack_artefact
 from mptool.attacks.protocol import AttackOptions, parse_attacks, plan_attack, run_attack
 from mptool.inputs import options as checks
-from mptool.inputs.prepare import Prepared, prepare
+from mptool.inputs.models import proba_in
+from mptool.inputs.prepare import Prepared, fit_checked, prepare
 from mptool.inputs.spec import Spec, load_spec, parse_spec
+from mptool.inputs.trained import compare_to_spec, load_trained
 from mptool.loo import select_engine
 from mptool.privacy.stability import resolve_queries
 from mptool.runtime.checkpoint import options_dict, run_key, saving_on_interrupt
@@ -129,9 +132,19 @@ def _run_context(
         yield
 
 
+def with_trained(prep: Prepared, trained: str | Path | None, allow_import: tuple[str, ...] = ()) -> Prepared:
+    """``prep`` with the --trained artefact loaded and checked to predict like A(T) on T (InputError if not)."""
+    if trained is None:
+        return prep
+    shipped = load_trained(trained, allow_import)
+    p_spec = proba_in(fit_checked(prep.template, prep.train), prep.train.X, prep.classes)
+    return replace(prep, trained=compare_to_spec(shipped, prep.train.X, prep.classes, p_spec, prep.train.rows))
+
+
 def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = ()) -> Prepared:
     """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec)."""
     prep = prepare(data, spec, allow_import)
+    prep = with_trained(prep, options.trained, allow_import)
     positions = select_positions(prep, options.records, options.sample)
     noise_floor_records(prep.template, options.noise_floor, len(positions))  # a --noise-floor too large fails here
     select_engine(options.engine, spec, prep.template)
@@ -154,6 +167,7 @@ def pdtp(
     backend: str = "loky",
     scheduler: str | None = None,
     allow_import: tuple[str, ...] = (),
+    trained: str | Path | None = None,
     progress: Progress | None = None,
     checkpoint: CheckpointFactory | None = None,
     prepared: Prepared | None = None,
@@ -169,6 +183,8 @@ def pdtp(
     ``prepared`` skips reading the data again when the caller already prepared it.
     ``fail_fast``: the refit engine stops at the first confirmed violator in its ``order``
     (``risk``: screened riskiest first, or ``row``); ``summary["complete"]`` is then False.
+    ``trained`` is the shipped model (a skops file): checked to predict like A(T) on T
+    (else InputError), then its probabilities stand for A(T)'s in every record's PDTP.
     """
     checks.check_operation(
         jobs=jobs, scheduler=scheduler, allow_import=allow_import, threshold=threshold, sample=sample,
@@ -176,9 +192,11 @@ def pdtp(
     )
     spec = as_spec(spec)
     backend = check_backend(backend, scheduler)
+    checks.check_trained(trained)
     options = PdtpOptions(
         threshold, records, sample, jobs, engine, backend=backend, queries=queries, gate=gate, noise_floor=noise_floor,
         fail_fast=fail_fast, order=order,
+        trained=None if trained is None else str(trained),
     )
     prep = prepared or prepare_pdtp(data, spec, options, allow_import)
     key = run_key("pdtp", spec.sha256(), prep.train.sha256, options_dict(options))
@@ -210,6 +228,7 @@ def attack(
     backend: str = "loky",
     scheduler: str | None = None,
     allow_import: tuple[str, ...] = (),
+    trained: str | Path | None = None,
     progress: Progress | None = None,
     checkpoint: CheckpointFactory | None = None,
     prepared: Prepared | None = None,
@@ -224,6 +243,8 @@ def attack(
     iteration). ``budget``: seconds the run should take; the counts are lowered to fit
     (:func:`mptool.attacks.plan.size_to_budget`). ``on_plan(line)`` gets the plan (model fits and
     an estimated time) before the work starts; summary["plan"] holds it too.
+    ``trained`` (a skops file, checked to be A(T)) is attacked too: T as members, as many rows
+    from outside T as non-members (``summary["artefact"]``; the gates apply to it as well).
     """
     checks.check_operation(jobs=jobs, scheduler=scheduler, allow_import=allow_import)
     checks.check_attack_flags(
@@ -239,14 +260,21 @@ def attack(
         shadow_data=shadow_data, per_class=per_class, pdtp_iterations=pdtp_iterations, jobs=jobs, engine=engine,
         max_accuracy=max_accuracy, max_auc=max_auc, backend=check_backend(backend, scheduler), budget=budget,
     )
-    prep = prepared or prepare(data, spec, allow_import)
+    checks.check_trained(trained)
+    prep = prepared or with_trained(prepare(data, spec, allow_import), trained, allow_import)
+    if trained is not None and prep.trained is None:
+        prep = with_trained(prep, trained, allow_import)
     planned = plan_attack(prep, options)  # refusals (a --budget too short ...) before the checkpoint opens
     if on_plan is not None:
         on_plan(planned.line)
-    key = run_key("attack", spec.sha256(), prep.train.sha256, options_dict(options))
+    key = run_key("attack", spec.sha256(), prep.train.sha256, {**options_dict(options), "trained": str(trained)})
     ckpt = checkpoint(key) if checkpoint else None
     with _run_context(options.backend, scheduler, jobs, ckpt):
         outcome = run_attack(prep, options, progress or _no_progress, planned=planned)
+    artefact = attack_artefact(prep, spec.output.bin_size)
+    if artefact is not None:
+        outcome.summary["artefact"] = artefact
+        outcome.summary["gate"]["exceeded"].extend(artefact_gates(artefact, max_accuracy, max_auc))
     return AttackResult(
         outcome.table, MappingProxyType(outcome.summary), spec, (*prep.notes, *outcome.notes),
         attacks=MappingProxyType(outcome.attacks),

@@ -6,6 +6,7 @@ PDTP(t) = max_y |ln p_T(y|x_t) - ln p_{T\\{t}}(y|x_t)| after output post-process
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -75,6 +76,7 @@ class PdtpOptions:
     noise_floor: int | None = None  # records in the noise floor's sample; None = 20 if order matters, else 0
     fail_fast: bool = False  # refit engine: stop at the first confirmed violator (in refit order)
     order: str = "risk"  # refit engine: "risk" (screened riskiest first) or "row"
+    trained: str | None = None  # a skops file: the shipped model, checked to be A(T), stands for A(T)
 
 
 @dataclass
@@ -237,6 +239,9 @@ def run_pdtp(
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template)
     full_model = fit_checked(prep.template, T)
+    shipped = dict(prep.trained) if prep.trained is not None else None  # checked in prepare_pdtp
+    if shipped is not None:
+        shipped.pop("model")
     t_fit = time.perf_counter()
     jobs = resolve_jobs(options.jobs)
     request = LooRequest(
@@ -256,6 +261,8 @@ def run_pdtp(
     requested = len(positions)
     request, result, stopped = keep_reported(request, result)
     positions = request.positions
+    if shipped is not None:  # p_{A(T)} is the artefact's (equal to the spec's A(T) within the tolerance)
+        result = dataclasses.replace(result, p_full=shipped.pop("probabilities")[positions])
     check_finite(result.p_full, result.p_loo, T.rows[positions], prep.choice.name)
     t_loo = time.perf_counter()
 
@@ -300,6 +307,8 @@ def run_pdtp(
         }
     )
     summary.update(coverage(options, T, result, stopped, requested, int(table["violation"].sum())))
+    if shipped is not None:
+        summary["trained"] = shipped
     return PdtpOutcome(table=table, summary=summary, notes=list(prep.notes))
 
 

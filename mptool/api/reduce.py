@@ -521,12 +521,21 @@ def clean_spec(prep: Prepared) -> dict[str, Any]:
 
     raw = prep.spec.model_dump(mode="json")
     raw["data"]["train_size"] = None
+    # the clean file is UTF-8 CSV with a header row, keeping the input's separator and decimal mark
+    read = raw["data"]["read"]
+    read.update(header=True, encoding="utf-8", separator=read["separator"] if not _parquet(prep) else ",")
     clf = prep.template.steps[-1][1] if hasattr(prep.template, "steps") else prep.template
     if isinstance(clf, CategoricalNB) and "min_categories" not in raw["model"]["params"]:
         mc = clf.min_categories
         if mc is not None:
             raw["model"]["params"]["min_categories"] = np.asarray(mc).astype(int).tolist()
     return raw
+
+
+def _parquet(prep: Prepared) -> bool:
+    from mptool.inputs.data import is_parquet
+
+    return is_parquet(prep.train.source)
 
 
 def domain_changes(before: Any, after: Any, binned: set[str]) -> list[str]:
@@ -547,14 +556,20 @@ def domain_changes(before: Any, after: Any, binned: set[str]) -> list[str]:
     return out
 
 
-def clean_text(data_path: str, rows: np.ndarray, gzip_it: bool) -> bytes:
-    """The CSV rows ``rows`` of ``data_path`` with the input's header and cell text, as file bytes."""
+def clean_text(data_path: str, rows: np.ndarray, gzip_it: bool, read: Any = None) -> bytes:
+    """The rows ``rows`` of ``data_path`` with a header row and the input's cell text, as UTF-8 CSV bytes.
+
+    The input's separator and decimal mark are kept (``data.read``), so the clean spec reads
+    the cells as the input's were read.
+    """
     import gzip
 
     from mptool.inputs.data import read_rows_verbatim
-    from mptool.outputs.results import to_csv
+    from mptool.outputs.results import CSV_FLOAT_FORMAT
 
-    text = to_csv(read_rows_verbatim(data_path, rows)).encode("utf-8")
+    frame = read_rows_verbatim(data_path, rows, read)
+    sep = read.separator if read is not None else ","
+    text = frame.to_csv(index=False, sep=sep, float_format=CSV_FLOAT_FORMAT, lineterminator="\n").encode("utf-8")
     return gzip.compress(text, mtime=0) if gzip_it else text
 
 
@@ -572,7 +587,8 @@ def write_clean(prep: Prepared, outcome: ReduceOutcome, clean_path: Path, spec_p
 
     rows = prep.train.rows[outcome.clean_positions]
     gz = clean_path.name.endswith(".gz")
-    write_atomic(clean_path, clean_text(prep.train.source, rows, gz))
+    read = prep.spec.data.read if not _parquet(prep) else None
+    write_atomic(clean_path, clean_text(prep.train.source, rows, gz, read))
     raw = clean_spec(prep)
     write_atomic(spec_path, dump_yaml(raw))
     spec = parse_spec(raw, where=str(spec_path))

@@ -35,7 +35,7 @@ out_console = ui.out_console  # markup off: data like '[red]' is printed as writ
 
 # Options every audit subcommand shares (pdtp, attack, reduce-dtp): declared once.
 DataArg = Annotated[
-    Path | None, typer.Argument(help="Dataset CSV with a header row (omit both for the demo).")
+    Path | None, typer.Argument(help="Dataset: CSV, CSV.gz or Parquet (see data.read); omit both for the demo.")
 ]
 ModelOpt = Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")]
@@ -51,7 +51,7 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict 
 
 # Scale-out and resume options shared by every subcommand with long parallel work.
 BackendOpt = Annotated[
-    str, typer.Option(help="Parallel backend: loky (local processes), threading, dask or ray.")
+    str, typer.Option(help="Parallel backend: loky (local processes), threading or dask.")
 ]
 SchedulerOpt = Annotated[
     str | None,

@@ -95,6 +95,13 @@ def attack(
     bin_size: BinSizeOpt = None,
     engine: Annotated[str, typer.Option(help="Leave-one-out engine for PDTP: auto, exact or refit.")] = "auto",
     allow_import: AllowImportOpt = None,
+    trained: Annotated[
+        Path | None,
+        typer.Option(
+            help="The shipped model, saved with skops.io.dump (never pickle): checked to predict like A(T) of the "
+            "spec, then attacked too (loss threshold; T as members, rows outside T as non-members)."
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result lines; no progress.")] = False,
     backend: BackendOpt = "loky",
@@ -127,6 +134,7 @@ def attack(
     attempt: row, iteration, attack, member, score, decision (every metric recomputes from it).
     """
     from mptool.api.operations import attack as run
+    from mptool.api.operations import with_trained
     from mptool.attacks.metrics import attempts_csv
     from mptool.attacks.plan import resolve_candidates
     from mptool.attacks.protocol import parse_attacks, summary_lines
@@ -142,16 +150,17 @@ def attack(
                 "pairs": pairs, "shadow_pool": shadow_pool, "pdtp_iterations": pdtp_iterations},
         max_accuracy=max_accuracy, max_auc=max_auc, budget=budget,
     )
+    flags.check_trained(trained)
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
     backend = check_backend(backend, scheduler)
     names = parse_attacks(attacks)
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
     spec = load_spec(spec_path, {"seed": seed, "output.bin_size": bin_size})
-    inputs = {"the data file": data_path, "the spec": spec_path}
+    inputs = {"the data file": data_path, "the spec": spec_path, "the --trained model": trained}
     results = ["attack.csv", "attack.json", "attempts.csv", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("attack"), results, force, resume=resume, inputs=inputs)
-    prep = prepare(data_path, spec, tuple(allow_import or ()))
+    prep = with_trained(prepare(data_path, spec, tuple(allow_import or ())), trained, tuple(allow_import or ()))
     for note in prep.notes:
         ui.warn(note)
     n_cand, why = resolve_candidates(candidates, spec.data.train_size, prep.population.n)
@@ -166,7 +175,7 @@ def attack(
         shadows=shadows, pairs=pairs, shadow_pool=shadow_pool, shadow_data=shadow_data, per_class=per_class,
         pdtp_iterations=pdtp_iterations, max_accuracy=max_accuracy, max_auc=max_auc, budget=budget, jobs=jobs or None,
         engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
-        checkpoint=opener, prepared=prep, on_plan=opener.lines.append,
+        checkpoint=opener, prepared=prep, on_plan=opener.lines.append, trained=trained,
     )
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     document = {"summary": summary, "attacks": dict(result.attacks), "records": records_for_json(result.table)}
@@ -180,6 +189,13 @@ def attack(
         ui.info(note, quiet)
     for line in summary_lines(result):
         ui.echo(line)
+    art = result.summary.get("artefact")
+    if art is not None:
+        auc = "-" if art.get("auc") is None else f"{art['auc']:.4f}"
+        ui.echo(art["note"] if "note" in art else (
+            f"artefact (--trained): threshold attack on {art['members']} members and {art['non_members']} "
+            f"non-members: accuracy {art['accuracy']:.4f}, AUC {auc}, advantage {art['advantage']:.4f}"
+        ), limit=None)
     exceeded = result.summary["gate"]["exceeded"]
     for item in exceeded:
         ui.echo(f"gate exceeded: {item}")

@@ -11,7 +11,17 @@ import traceback
 
 import typer
 
-from mptool.cli import attack, datasets, diff, pdtp, reduce, report  # noqa: F401 - registers the subcommands
+from mptool.cli import (  # noqa: F401 - registers the subcommands
+    attack,
+    check,
+    datasets,
+    diff,
+    estimators,
+    init,
+    pdtp,
+    reduce,
+    report,
+)
 from mptool.cli.app import app, state
 from mptool.outputs.results import release_out_dirs
 from mptool.runtime import signals, ui

@@ -199,6 +199,16 @@ def pdtp(
         ),
     ] = "self",
     allow_import: AllowImportOpt = None,
+    trained: Annotated[
+        Path | None,
+        typer.Option(
+            help="The shipped model, saved with skops.io.dump (never pickle): checked to predict like A(T) of the "
+            "spec on T, then audited (its probabilities stand for A(T)'s)."
+        ),
+    ] = None,
+    json_records: Annotated[
+        bool, typer.Option("--json-records", help="Also put every record in pdtp.json (by default only in pdtp.csv).")
+    ] = False,
     force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
     quiet: QuietOpt = False,
     backend: BackendOpt = "loky",
@@ -212,8 +222,10 @@ def pdtp(
     """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
 
     Writes DIR/pdtp.csv (one row per record: row, [id], label, pdtp, pdtp_raw, worst_class,
-    p_full, p_loo, violation, bin_edge, ..., fingerprint) and DIR/pdtp.json (summary + records).
-    With no arguments, audits the bundled UCI Adult data with configs/adult-nb.yaml.
+    p_full, p_loo, violation, bin_edge, ..., fingerprint) and DIR/pdtp.json (summary and run
+    manifest; the records too with --json-records). DATA may be CSV, CSV.gz or Parquet (see
+    data.read in the spec). With no arguments, audits the bundled UCI Adult data with
+    configs/adult-nb.yaml.
 
     With --baseline, only records new or worse than the baseline run count (exit 1); with
     --waivers, waived records do not count until their waiver expires. pdtp.json then has a
@@ -230,6 +242,7 @@ def pdtp(
     flags.check_pdtp_flags(
         threshold=threshold, train_size=train_size, sample=sample, gate=gate, noise_floor=noise_floor,
         baseline_or_waivers=baseline is not None or waivers is not None, order=order, fail_fast=fail_fast,
+        trained=trained,
     )
     formats = flags.check_ci_flags(formats=format, tolerance=baseline_tolerance, baseline=baseline, waivers=waivers)
     flags.check_fail_fast_gate(fail_fast, baseline, waivers)
@@ -241,13 +254,12 @@ def pdtp(
     rows = parse_rows(records)
     options = PdtpOptions(
         threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries, gate=gate,
-        noise_floor=noise_floor,
-        fail_fast=fail_fast, order=order,
+        noise_floor=noise_floor, fail_fast=fail_fast, order=order, trained=None if trained is None else str(trained),
     )
     gate_inputs = ci.read_gate_inputs(baseline, waivers, baseline_tolerance)  # also MPTOOL_FINGERPRINT_KEY
     inputs = {"the data file": data_path, "the spec": spec_path, "the --queries file": queries,
               "the --baseline": gate_inputs.baseline.path if gate_inputs.baseline else None,
-              "the --waivers file": waivers}
+              "the --waivers file": waivers, "the --trained model": trained}
     names = ["pdtp.csv", "pdtp.json", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), names, force, resume=resume, inputs=inputs)
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
@@ -259,17 +271,18 @@ def pdtp(
 
     result = run(
         data_path, spec, threshold=threshold, records=rows, sample=sample, jobs=jobs or None, engine=engine,
-        queries=queries, gate=gate, noise_floor=noise_floor, backend=backend, scheduler=scheduler,
+        queries=queries, gate=gate, noise_floor=noise_floor, backend=backend, scheduler=scheduler, trained=trained,
         progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep, fail_fast=fail_fast, order=order,
     )
-    summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
+    summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir), "records_file": "pdtp.csv"}
     table = result.table.copy()
     outcome = ci.apply_gate(table, summary, threshold, gate_inputs)
     if outcome is not None:
         summary["baseline"] = outcome.block
+    doc = {"summary": summary, **({"records": records_for_json(table)} if json_records else {})}
     write_atomic(out_dir / "pdtp.csv", to_csv(table))
-    write_atomic(out_dir / "pdtp.json", to_json({"summary": summary, "records": records_for_json(table)}))
+    write_atomic(out_dir / "pdtp.json", to_json(doc))
     if "junit" in formats:
         ci.write_junit(out_dir, "mptool pdtp", ci.pdtp_cases(summary, table, outcome), summary["timings"]["total_s"])
     opener.finish("record(s)")

@@ -129,6 +129,30 @@ def _records_table(records: Any, where: str, id_column: str | None) -> pd.DataFr
     return table
 
 
+def _records_beside(file: Path, summary: dict[str, Any], flag: str) -> list[dict[str, Any]]:
+    """The records of a pdtp.json without them (issue 15): read from the CSV it names, in the same folder.
+
+    Ids and fingerprints are read as text (a fingerprint's leading zeros stay), empty cells as missing.
+    """
+    name = summary.get("records_file")
+    if not isinstance(name, str) or not name or Path(name).name != name:
+        shown = ui.excerpt(repr(name))
+        raise InputError(f"{file}: {flag}: summary.records_file must name a file beside it (got {shown})")
+    csv = file.parent / name
+    if not csv.is_file():
+        raise InputError(
+            f"{file}: {flag}: its records are in {name}, which is not beside it; copy the whole results folder"
+        )
+    if csv.stat().st_size > MAX_RUN_BYTES:
+        raise InputError(f"{csv}: {flag} is larger than {MAX_RUN_BYTES:,} bytes")
+    try:
+        frame = pd.read_csv(csv, dtype={"id": str, "fingerprint": str}, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise InputError(f"{csv}: {flag}: cannot read the records ({exc.__class__.__name__})") from None
+    frame = frame.astype(object).where(frame.notna(), None)
+    return frame.to_dict(orient="records")
+
+
 def load_run(path: str | Path, flag: str = "--baseline") -> PreviousRun:
     """A previous pdtp run from its folder or its pdtp.json; InputError (naming ``flag``) if unusable."""
     path = Path(path)
@@ -137,7 +161,7 @@ def load_run(path: str | Path, flag: str = "--baseline") -> PreviousRun:
         raise InputError(f"{path}: {flag} folder holds no pdtp.json; give the --out folder of a 'mptool pdtp' run")
     doc = _read_json(file, flag)
     summary = doc.get("summary") if isinstance(doc, dict) else None
-    if not isinstance(summary, dict) or "records" not in doc:
+    if not isinstance(summary, dict) or ("records" not in doc and "records_file" not in summary):
         raise InputError(f"{file}: {flag} is not a pdtp.json of 'mptool pdtp' (no 'summary' and 'records')")
     ident = summary.get("identity")
     if not isinstance(ident, dict) or not isinstance(ident.get("fingerprint"), dict):
@@ -146,7 +170,8 @@ def load_run(path: str | Path, flag: str = "--baseline") -> PreviousRun:
             "existed: rerun it with this mptool"
         )
     id_column = ident.get("id")
-    table = _records_table(doc["records"], str(file), id_column if isinstance(id_column, str) else None)
+    records = doc["records"] if "records" in doc else _records_beside(file, summary, flag)
+    table = _records_table(records, str(file), id_column if isinstance(id_column, str) else None)
     dup = table["key"][table["key"].duplicated()]
     if id_column and not dup.empty:
         raise InputError(f"{file}: {flag} has the id column '{ui.excerpt(id_column)}' with a value used twice")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool.inputs.spec import Spec
+from mptool.inputs.spec import ReadSpec, Spec
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 
@@ -26,6 +26,8 @@ from mptool.runtime.errors import InputError
 MAX_CATEGORIES = 1000
 #: The category that stands for an empty cell under ``missing: impute``.
 MISSING_CATEGORY = "<missing>"
+#: A numeric label with more distinct values than this, not all whole numbers, is refused as continuous.
+MAX_LABEL_VALUES = 50
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Column:
     minimum: float | None = None
     maximum: float | None = None
     has_missing: bool = False
+    why: str = ""  # why the column has this kind (shown by ``mptool check``)
 
 
 @dataclass(frozen=True)
@@ -106,17 +109,21 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def _unreadable(path: Path, exc: BaseException) -> str:
+def _unreadable(path: Path, exc: BaseException, header: bool = True) -> str:
     """One line saying why ``path`` cannot be read as CSV, with the data row of a ragged line."""
     detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
     if isinstance(exc, UnicodeDecodeError):
-        return f"{path}: cannot read it as CSV text ({detail}); save the file as UTF-8"
+        return (
+            f"{path}: cannot read it as {exc.encoding} text ({detail}); save the file as UTF-8 "
+            "or set data.read.encoding (e.g. latin-1, cp1252)"
+        )
     m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", detail)
     if m:
         want, line, got = (int(g) for g in m.groups())
+        first = "the header has" if header else "the first line has"
         return (
-            f"{path}: line {line} (data row {line - 2}) has {got} fields but the header has {want}; "
-            "quote cells that contain commas"
+            f"{path}: line {line} (data row {line - 1 - int(header)}) has {got} fields but {first} {want}; "
+            "quote cells that contain the separator"
         )
     return f"{path}: cannot read it as CSV ({exc.__class__.__name__}: {detail})"
 
@@ -135,9 +142,30 @@ def _check_gzip(path: Path) -> None:
 #: Cell texts read as missing unless the spec says otherwise (``data.missing_values``): the empty cell only.
 DEFAULT_MISSING = ("",)
 #: Cell texts that often mean "missing"; a numeric-looking column holding them is reported (never silently).
-_LIKELY_MARKERS = frozenset(
+LIKELY_MARKERS = frozenset(
     {"?", "-", ".", "NA", "N/A", "n/a", "na", "NaN", "nan", "null", "NULL", "None", "none", "missing", "#N/A"}
 )
+_LIKELY_MARKERS = LIKELY_MARKERS
+#: File name endings read as Parquet (everything else is CSV text, gzip-compressed when it ends in .gz).
+PARQUET_SUFFIXES = (".parquet", ".pq")
+#: Separators a one-column read is checked for (the hint names ``data.read.separator``).
+_OTHER_SEPARATORS = ((";", "semicolons", "';'"), ("\t", "tabs", '"\\t"'), ("|", "pipes", "'|'"))
+_NUMBER = re.compile(r"^[-+]?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)(?:[eE][-+]?[0-9]+)?$")
+
+
+def is_parquet(path: str | Path) -> bool:
+    """Whether ``path`` is read as Parquet (by its name's ending)."""
+    return Path(path).name.lower().endswith(PARQUET_SUFFIXES)
+
+
+def looks_numeric(text: Any) -> bool:
+    """Whether a cell's text is a number (either decimal mark): how a header that is really data is told."""
+    return isinstance(text, str) and bool(_NUMBER.match(text.strip()))
+
+
+def _csv_options(read: ReadSpec) -> dict[str, Any]:
+    return {"sep": read.separator, "encoding": read.encoding, "decimal": read.decimal,
+            "skipinitialspace": read.skip_spaces}
 
 
 def _pandas_csv(path: Path, missing: tuple[str, ...] | None, **kwargs: Any) -> pd.DataFrame:
@@ -153,68 +181,130 @@ def _pandas_csv(path: Path, missing: tuple[str, ...] | None, **kwargs: Any) -> p
     return pd.read_csv(path, keep_default_na=False, na_values=list(missing), **kwargs)
 
 
-def read_csv(path: str | Path, missing: tuple[str, ...] | list[str] = DEFAULT_MISSING) -> pd.DataFrame:
-    """Read a comma-separated file (optionally gzip) with a header row, or raise InputError.
+def check_path(path: Path) -> None:
+    """InputError unless ``path`` is an existing file."""
+    if not path.exists():
+        raise InputError(f"{path}: data file not found; pass the path of a CSV or Parquet file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory; pass the path of a CSV or Parquet file")
+
+
+def read_csv(
+    path: str | Path, missing: tuple[str, ...] | list[str] = DEFAULT_MISSING, read: ReadSpec | None = None
+) -> pd.DataFrame:
+    """Read a data file as ``data.read`` says (CSV, optionally gzip; or Parquet), or raise InputError.
 
     A cell is missing only when its text is one of ``missing`` (``data.missing_values``;
     by default the empty cell): ``NA``, ``None`` or ``null`` are values unless listed.
     Refuses: a missing, unreadable or empty file; a header without rows; duplicate column
-    names; a file that looks separated by something other than commas.
+    names; a file read as one column whose first line holds another separator, and a first
+    line that looks like data while ``data.read.header`` is unset (each names the option).
     """
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: data file not found; pass the path of a CSV file with a header row")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory; pass the path of a CSV file")
+    path, read = Path(path), read or ReadSpec()
+    check_path(path)
+    if is_parquet(path):
+        return read_parquet(path, missing)
     if path.suffix == ".gz":
         _check_gzip(path)
+    names = _header_names(path, read)
+    kwargs = _csv_options(read)
+    if read.header is not True and read.header is not None:
+        kwargs.update(header=None, names=names)
     try:
-        header = _pandas_csv(path, None, header=None, nrows=1)
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: the file is empty; it needs a header row and data rows") from None
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, EOFError) as exc:
-        raise InputError(_unreadable(path, exc)) from None
-    names = [str(v) for v in header.iloc[0].tolist()]
-    if len(names) == 1:
-        for sep, label in ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes")):
-            if sep in names[0]:
-                raise InputError(
-                    f"{path}: the header looks separated by {label}, not commas; "
-                    "mptool reads comma-separated CSV: convert the file"
-                )
-    odd = [n for n in names if ui.has_unsafe(n)]
-    if odd:
-        raise InputError(f"{path}: column name {ui.quoted(odd[0])} contains a control character; rename the column")
-    dups = sorted({n for n in names if names.count(n) > 1})
-    if dups:
-        raise InputError(f"{path}: duplicate column name(s) {ui.listing(dups)}; rename them")
-    try:
-        df = _pandas_csv(path, tuple(missing), low_memory=False)
+        df = _pandas_csv(path, tuple(missing), low_memory=False, **kwargs)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError, EOFError) as exc:
-        raise InputError(_unreadable(path, exc)) from None
+        has_header = read.header is not False and not isinstance(read.header, list)
+        raise InputError(_unreadable(path, exc, has_header)) from None
     if len(df) == 0:
         raise InputError(f"{path}: the file has a header but no data rows")
     return df
+
+
+def _header_names(path: Path, read: ReadSpec) -> list[str]:
+    """The column names a CSV is read with (checked), from its first line and ``data.read.header``."""
+    try:
+        first = _pandas_csv(path, None, header=None, nrows=1, **_csv_options(read))
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: the file is empty; it needs a header row and data rows") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, EOFError, ValueError) as exc:
+        raise InputError(_unreadable(path, exc)) from None
+    cells = [str(v) for v in first.iloc[0].tolist()]
+    if len(cells) == 1:
+        for sep, label, written in _OTHER_SEPARATORS:
+            if sep != read.separator and sep in cells[0]:
+                raise InputError(
+                    f"{path}: read as one column (separator {read.separator!r}), and the first line holds "
+                    f"{label}: set data.read.separator: {written} in the spec ('mptool init' detects it)"
+                )
+    if read.header is False:
+        return [str(i) for i in range(len(cells))]
+    if isinstance(read.header, list):
+        if len(read.header) != len(cells):
+            raise InputError(
+                f"{path}: data.read.header names {len(read.header)} columns but the first line has {len(cells)}"
+            )
+        return list(read.header)
+    numeric = [i for i, c in enumerate(cells) if looks_numeric(c)]
+    if read.header is None and numeric:
+        raise InputError(
+            f"{path}: the first line looks like data, not column names ({len(numeric)} of {len(cells)} cells are "
+            f"numbers, e.g. column {numeric[0]}): set data.read.header: false if the file has no header row "
+            "(columns are then named 0, 1, 2, ...), or header: true to keep the line as names"
+        )
+    odd = [n for n in cells if ui.has_unsafe(n)]
+    if odd:
+        raise InputError(f"{path}: column name {ui.quoted(odd[0])} contains a control character; rename the column")
+    if read.skip_spaces:
+        cells = [c.lstrip(" ") for c in cells]
+    dups = sorted({n for n in cells if cells.count(n) > 1})
+    if dups:
+        raise InputError(f"{path}: duplicate column name(s) {ui.listing(dups)}; rename them")
+    return cells
+
+
+def read_parquet(path: Path, missing: tuple[str, ...] | list[str] = DEFAULT_MISSING) -> pd.DataFrame:
+    """A Parquet file as :func:`read_csv` would give its CSV: text column names, null and marker cells missing."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        raise InputError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
+    try:
+        df = pq.read_table(path).to_pandas()
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a damaged file
+        detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise InputError(
+            f"{path}: cannot read it as Parquet ({exc.__class__.__name__}: {ui.excerpt(detail, 120)})"
+        ) from None
+    df = frame_columns(df, str(path), empty=f"{path}: the file has no data rows")
+    return _frame_markers(df, list(missing))
 
 
 def _first_row(mask: pd.Series) -> int:
     return int(mask.to_numpy().nonzero()[0][0])
 
 
+def frame_columns(frame: pd.DataFrame, where: str = "data", empty: str | None = None) -> pd.DataFrame:
+    """A copy of ``frame`` with text column names (checked: no control characters, unique), rows 0..n-1."""
+    if not isinstance(frame, pd.DataFrame) or len(frame) == 0 or len(frame.columns) == 0:
+        raise InputError(empty or f"{where}: the DataFrame is empty; it needs columns and rows")
+    names = [str(c) for c in frame.columns]
+    odd = [n for n in names if ui.has_unsafe(n)]
+    if odd:
+        raise InputError(f"{where}: column name {ui.quoted(odd[0])} contains a control character; rename the column")
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise InputError(f"{where}: duplicate column name(s) {ui.listing(dups)}; rename them")
+    df = frame.copy()
+    df.columns = names
+    return df.reset_index(drop=True)
+
+
 def frame_input(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """A caller's DataFrame as if read from CSV: string column names, unique, rows 0..n-1; and its SHA-256.
+    """A caller's DataFrame as if read from CSV (:func:`frame_columns`) and its SHA-256.
 
     The hash is over the frame's CSV text, so the same values give the same manifest hash.
     """
-    if not isinstance(frame, pd.DataFrame) or len(frame) == 0 or len(frame.columns) == 0:
-        raise InputError("data: the DataFrame is empty; it needs columns and rows")
-    names = [str(c) for c in frame.columns]
-    dups = sorted({n for n in names if names.count(n) > 1})
-    if dups:
-        raise InputError(f"data: duplicate column name(s) {', '.join(map(repr, dups))}; rename them")
-    df = frame.copy()
-    df.columns = names
-    df = df.reset_index(drop=True)
+    df = frame_columns(frame)
     return df, hashlib.sha256(df.to_csv(index=False, lineterminator="\n").encode()).hexdigest()
 
 
@@ -232,9 +322,9 @@ def _frame_markers(df: pd.DataFrame, markers: list[str]) -> pd.DataFrame:
 
 
 def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
-    """Read the CSV (or take a DataFrame) and apply the spec's data section: the usable population of records.
+    """Read the data file (or take a DataFrame) and apply the spec's data section: the usable population.
 
-    Returns every usable row (after the ``missing`` policy) with its 0-based CSV row
+    Returns every usable row (after the ``missing`` policy) with its 0-based data row
     number (DataFrame: its 0-based position). Raises InputError, naming the file, column
     and row, for anything unusable.
     """
@@ -244,26 +334,72 @@ def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
         df = _frame_markers(df, ds.missing_values)
         where = "data (DataFrame)"
     else:
-        df, sha256, where = read_csv(path, ds.missing_values), "", str(path)
-    columns = list(df.columns)
+        df, sha256, where = read_csv(path, ds.missing_values, ds.read), "", str(path)
+    features = _feature_names(list(df.columns), spec, where)
+    used = [*features, ds.label]
+    notes = _marker_hints(df[used], ds.missing_values)
+    df, dropped = _apply_missing(df, used, spec, where, notes)
+    cols: list[Column] = []
+    frame: dict[str, pd.Series] = {}
+    for name in features:
+        col, values = _feature(name, df[name], spec, where)
+        cols.append(col)
+        frame[name] = values
+    y = _label(df[ds.label], spec, where, notes)
+    classes = tuple(sorted(pd.unique(y).tolist(), key=lambda v: (str(type(v)), v)))
+    if len(classes) < 2:
+        raise InputError(
+            f"{where}: label column '{ds.label}' has a single class ({ui.quoted(classes[0])}); "
+            "a classifier needs at least two"
+        )
+    schema = Schema(columns=tuple(cols), label=ds.label, classes=classes, id=ds.id)
+    return Records(
+        X=pd.DataFrame(frame, index=df.index).reset_index(drop=True),
+        y=y,
+        rows=df.index.to_numpy(dtype=np.int64),
+        ids=None if ds.id is None else df[ds.id].to_numpy(),
+        schema=schema,
+        source=where,
+        sha256=sha256 or file_sha256(path),
+        notes=tuple(notes),
+        dropped_missing=dropped,
+    )
+
+
+def _feature_names(columns: list[str], spec: Spec, where: str) -> list[str]:
+    """The feature columns (every column but label, id and data.drop); every name the spec gives must exist."""
+    ds = spec.data
     for key, name in (("data.label", ds.label), ("data.id", ds.id)):
         if name is not None and name not in columns:
             known = ui.listing(columns, 10, quote=False)
             raise InputError(f"{where}: {key} column '{name}' is not in the file (columns: {known})")
-    for name in ds.drop:
-        if name not in columns:
-            raise InputError(f"{where}: data.drop names column '{name}', which is not in the file")
-    for name in spec.model.bins:
-        if name not in columns:
-            raise InputError(f"{where}: model.bins names column '{name}', which is not in the file")
+    named = [("data.drop", ds.drop), ("model.bins", list(spec.model.bins)), ("data.categorical", ds.categorical),
+             ("data.numeric", ds.numeric)]
+    for key, names in named:
+        for name in names:
+            if name not in columns:
+                raise InputError(f"{where}: {key} names column '{name}', which is not in the file")
     features = [c for c in columns if c not in {ds.label, ds.id, *ds.drop}]
+    for key, names in named[1:]:
+        for name in names:
+            if name not in features:
+                role = "the label" if name == ds.label else "the id" if name == ds.id else "in data.drop"
+                raise InputError(f"{where}: {key} names column '{name}', which is {role}, not a feature")
+    both = sorted(set(spec.model.bins) & set(ds.categorical))
+    if both:
+        raise InputError(f"{where}: column '{both[0]}' has model.bins edges but is listed in data.categorical")
     if not features:
         raise InputError(f"{where}: no feature columns left after removing label, id and data.drop")
-    used = [*features, ds.label]
+    return features
 
-    notes = _marker_hints(df[used], ds.missing_values)
-    dropped = 0
+
+def _apply_missing(
+    df: pd.DataFrame, used: list[str], spec: Spec, where: str, notes: list[str]
+) -> tuple[pd.DataFrame, int]:
+    """The ``data.missing`` policy: refuse (error), drop rows, or keep them (impute; rows without label dropped)."""
+    ds = spec.data
     na = df[used].isna()
+    dropped = 0
     if na.to_numpy().any():
         bad = [c for c in used if na[c].any()]
         if ds.missing == "error":
@@ -285,69 +421,110 @@ def load_records(path: str | Path | pd.DataFrame, spec: Spec) -> Records:
             df = df.loc[~drop_mask.to_numpy()]
     if len(df) == 0:
         raise InputError(f"{where}: no rows left after dropping rows with empty cells; use data.missing: impute")
+    return df, dropped
 
-    cols: list[Column] = []
-    frame: dict[str, pd.Series] = {}
-    for name in features:
-        s = df[name]
-        numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
-        if spec.model.preprocess == "none" and not numeric:
-            example = s.dropna().iloc[0] if s.notna().any() else ""
-            raise InputError(
-                f"{where}: column '{name}' holds text (e.g. {ui.quoted(example)}) but model.preprocess is none, "
-                "which needs numeric columns; set preprocess: auto or add the column to data.drop"
-            )
-        if name in spec.model.bins and not numeric:
-            raise InputError(f"{where}: model.bins names column '{name}', which is not numeric")
-        if numeric:
-            vals = s.astype(float)
-            inf = np.isinf(vals.to_numpy())
-            if inf.any():
-                row = int(vals.index[inf.nonzero()[0][0]])
-                raise InputError(f"{where}: column '{name}' has an infinite value at row {row}; replace it")
-            uniq = np.unique(vals.dropna().to_numpy())
-            cols.append(
-                Column(
-                    name,
-                    "numeric",
-                    values=tuple(float(v) for v in uniq) if len(uniq) <= MAX_CATEGORIES else None,
-                    minimum=float(uniq[0]) if len(uniq) else None,
-                    maximum=float(uniq[-1]) if len(uniq) else None,
-                    has_missing=bool(vals.isna().any()),
-                )
-            )
-            frame[name] = vals
-        else:
-            has_missing = bool(s.isna().any())
-            text = s.astype(object).where(s.notna(), MISSING_CATEGORY).astype(str)
-            cats = tuple(sorted(text.unique()))
-            if len(cats) > MAX_CATEGORIES:
+
+def _category_text(s: pd.Series) -> pd.Series:
+    """A column's cells as category text; whole floats written as integers (13.0 -> "13"), missing kept."""
+    def text(v: Any) -> str:
+        if isinstance(v, float | np.floating) and float(v).is_integer():
+            return str(int(v))
+        return str(v)
+
+    return s.map({v: text(v) for v in pd.unique(s.dropna())})
+
+
+def _feature(name: str, s: pd.Series, spec: Spec, where: str) -> tuple[Column, pd.Series]:
+    """One feature column: its kind (numbers or categories, ``data.categorical``/``data.numeric``) and values."""
+    ds = spec.data
+    numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+    why = "numbers" if numeric else "true/false" if pd.api.types.is_bool_dtype(s) else "text"
+    if name in ds.numeric:
+        if not numeric:
+            parsed = pd.to_numeric(s, errors="coerce")
+            bad = parsed.isna() & s.notna()
+            if bad.any():
                 raise InputError(
-                    f"{where}: categorical column '{name}' has {len(cats)} distinct values "
-                    f"(limit {MAX_CATEGORIES}); it looks like an identifier or free text: "
-                    "add it to data.drop or set it as data.id"
+                    f"{where}: data.numeric lists column '{name}', but row {int(s.index[bad.to_numpy()][0])} holds "
+                    f"text ({int(bad.sum())} cells); list its missing marker in data.missing_values or remove "
+                    "the column from data.numeric"
                 )
-            cols.append(Column(name, "categorical", categories=cats, has_missing=has_missing))
-            frame[name] = text
-    y_series = df[ds.label]
-    classes = tuple(sorted(pd.unique(y_series).tolist(), key=lambda v: (str(type(v)), v)))
-    if len(classes) < 2:
+            s, numeric = parsed, True
+        why = "data.numeric"
+    elif name in ds.categorical:
+        s, numeric, why = _category_text(s) if numeric else s, False, "data.categorical"
+    if spec.model.preprocess == "none" and not numeric:
+        example = "" if why == "data.categorical" else s.dropna().iloc[0] if s.notna().any() else ""
         raise InputError(
-            f"{where}: label column '{ds.label}' has a single class ({ui.quoted(classes[0])}); "
-            "a classifier needs at least two"
+            f"{where}: column '{name}' holds {'categories' if example == '' else 'text'}"
+            f"{f' (e.g. {ui.quoted(example)})' if example != '' else ''} but model.preprocess is none, "
+            "which needs numeric columns; set preprocess: auto or add the column to data.drop"
         )
-    schema = Schema(columns=tuple(cols), label=ds.label, classes=classes, id=ds.id)
-    return Records(
-        X=pd.DataFrame(frame, index=df.index).reset_index(drop=True),
-        y=y_series.to_numpy(),
-        rows=df.index.to_numpy(dtype=np.int64),
-        ids=None if ds.id is None else df[ds.id].to_numpy(),
-        schema=schema,
-        source=where,
-        sha256=sha256 or file_sha256(path),
-        notes=tuple(notes),
-        dropped_missing=dropped,
+    if name in spec.model.bins and not numeric:
+        raise InputError(f"{where}: model.bins names column '{name}', which is not numeric")
+    if numeric:
+        return _numeric_column(name, s, where, why)
+    has_missing = bool(s.isna().any())
+    text = s.astype(object).where(s.notna(), MISSING_CATEGORY).astype(str)
+    cats = tuple(sorted(text.unique()))
+    if len(cats) > MAX_CATEGORIES:
+        raise InputError(
+            f"{where}: categorical column '{name}' has {len(cats)} distinct values "
+            f"(limit {MAX_CATEGORIES}); it looks like an identifier or free text: "
+            "add it to data.drop or set it as data.id"
+        )
+    return Column(name, "categorical", categories=cats, has_missing=has_missing, why=why), text
+
+
+def _numeric_column(name: str, s: pd.Series, where: str, why: str) -> tuple[Column, pd.Series]:
+    vals = s.astype(float)
+    inf = np.isinf(vals.to_numpy())
+    if inf.any():
+        row = int(vals.index[inf.nonzero()[0][0]])
+        raise InputError(f"{where}: column '{name}' has an infinite value at row {row}; replace it")
+    uniq = np.unique(vals.dropna().to_numpy())
+    col = Column(
+        name,
+        "numeric",
+        values=tuple(float(v) for v in uniq) if len(uniq) <= MAX_CATEGORIES else None,
+        minimum=float(uniq[0]) if len(uniq) else None,
+        maximum=float(uniq[-1]) if len(uniq) else None,
+        has_missing=bool(vals.isna().any()),
+        why=why,
     )
+    return col, vals
+
+
+def label_bin_names(edges: list[float]) -> list[str]:
+    """Class names of ``data.label_bins``: bin k = [edge k-1, edge k), e.g. ``<25``, ``[25, 35)``, ``>=65``."""
+    names = [f"<{edges[0]:g}"]
+    names += [f"[{a:g}, {b:g})" for a, b in zip(edges, edges[1:], strict=False)]
+    return [*names, f">={edges[-1]:g}"]
+
+
+def _label(y: pd.Series, spec: Spec, where: str, notes: list[str]) -> np.ndarray:
+    """The label column as classes: refused when it looks continuous, cut by ``data.label_bins`` when given."""
+    ds = spec.data
+    numeric = pd.api.types.is_numeric_dtype(y) and not pd.api.types.is_bool_dtype(y)
+    if ds.label_bins is not None:
+        if not numeric:
+            raise InputError(f"{where}: data.label_bins cuts a numeric label, but label '{ds.label}' holds text")
+        vals = y.to_numpy(dtype=float)
+        if not np.isfinite(vals).all():
+            raise InputError(f"{where}: label '{ds.label}' has an infinite value; replace it")
+        names = np.asarray(label_bin_names(ds.label_bins), dtype=object)
+        codes = np.searchsorted(np.asarray(ds.label_bins, dtype=float), vals, side="right")
+        notes.append(f"label '{ds.label}' cut into {len(np.unique(codes))} classes by data.label_bins")
+        return names[codes]
+    if numeric:
+        uniq = pd.unique(y.dropna())
+        whole = bool(np.all(np.mod(uniq.astype(float), 1.0) == 0))
+        if (not whole and len(uniq) > MAX_LABEL_VALUES) or len(uniq) > MAX_CATEGORIES:
+            raise InputError(
+                f"{where}: label '{ds.label}' looks continuous ({len(uniq)} distinct numeric values); "
+                "mptool audits classifiers: bin it with data.label_bins or choose a class column"
+            )
+    return y.to_numpy()
 
 
 def _marker_hints(df: pd.DataFrame, markers: list[str]) -> list[str]:
@@ -362,12 +539,13 @@ def _marker_hints(df: pd.DataFrame, markers: list[str]) -> list[str]:
         if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
             continue
         text = s.dropna().astype(str)
-        numeric = pd.to_numeric(text, errors="coerce").notna()
-        odd = set(text[~numeric].unique().tolist())
+        values = pd.Series(text.unique())  # each distinct text once: a column of 50,000 cells has few
+        numeric = pd.to_numeric(values, errors="coerce").notna()
+        odd = set(values[~numeric].tolist())
         if numeric.any() and odd and odd <= _LIKELY_MARKERS and not odd & set(markers):
             shown = ", ".join(repr(v) for v in sorted(odd))
             notes.append(
-                f"column '{name}' holds numbers and {shown} ({int((~numeric).sum())} cells), so it is read as "
+                f"column '{name}' holds numbers and {shown} ({int(text.isin(odd).sum())} cells), so it is read as "
                 f"categories; if {shown} means missing, add it to data.missing_values"
             )
     return notes
@@ -407,12 +585,22 @@ def draw_training_set(population: Records, train_size: int | None, seed: int) ->
     return replace(T, notes=tuple(notes))
 
 
-def read_rows_verbatim(path: str | Path, rows: np.ndarray | list[int]) -> pd.DataFrame:
-    """The data rows numbered ``rows`` (0-based, header excluded, in the given order) of a CSV.
+def read_rows_verbatim(
+    path: str | Path, rows: np.ndarray | list[int], read: ReadSpec | None = None
+) -> pd.DataFrame:
+    """The data rows numbered ``rows`` (0-based, header excluded, in the given order) of a data file.
 
-    Every cell is kept as the text in the file (no type inference, empty cells stay
-    empty), with the file's own columns, so writing the frame back gives the input's
-    format. Row numbers are counted as :func:`read_csv` counts them.
+    CSV: every cell is kept as the text in the file (no type inference, empty cells stay
+    empty), with the file's columns as :func:`read_csv` names them (``data.read``), so
+    writing the frame back with the same separator gives the input's cells. Parquet: the
+    typed rows. Row numbers are counted as :func:`read_csv` counts them.
     """
-    df = _pandas_csv(Path(path), None, low_memory=False)
+    path, read = Path(path), read or ReadSpec()
+    if is_parquet(path):
+        df = read_parquet(path, ())
+    else:
+        kwargs = _csv_options(read)
+        if read.header is not True and read.header is not None:
+            kwargs.update(header=None, names=_header_names(path, read))
+        df = _pandas_csv(path, None, low_memory=False, **kwargs)
     return df.iloc[np.asarray(rows, dtype=np.int64)]

@@ -206,6 +206,11 @@ def _categorical_domains(spec: Spec, schema: Schema) -> tuple:
         elif c.name in spec.model.bins:
             domains.append(("edges", tuple(spec.model.bins[c.name]), c.has_missing))
         else:
+            if c.name in spec.data.numeric:
+                raise InputError(
+                    f"data.numeric lists column '{c.name}', but categorical_nb needs categories: give it "
+                    "model.bins edges, move it to data.categorical, or choose gaussian_nb"
+                )
             if c.values is None:
                 raise InputError(
                     f"column '{c.name}' is numeric with more than 1000 distinct values; categorical_nb "
@@ -213,6 +218,42 @@ def _categorical_domains(spec: Spec, schema: Schema) -> tuple:
                 )
             domains.append(("categories", c.values, c.has_missing))
     return tuple(domains)
+
+
+def column_uses(spec: Spec, schema: Schema, choice: EstimatorChoice) -> list[tuple[str, str, str]]:
+    """How A uses each feature column: (name, use, why), the table ``mptool check`` prints.
+
+    ``use`` is ``categories``, ``binned`` (``model.bins``), ``numbers`` or, for categorical
+    naive Bayes under ``preprocess: auto``, ``value categories``: a numeric column none of
+    ``model.bins``, ``data.categorical`` or ``data.numeric`` names, each distinct value a
+    category (see :func:`kind_notes`).
+    """
+    from sklearn.naive_bayes import CategoricalNB
+
+    cat_nb = issubclass(choice.cls, CategoricalNB) and spec.model.preprocess == "auto"
+    out = []
+    for c in schema.columns:
+        if c.kind == "categorical":
+            out.append((c.name, "categories", f"{c.why}, {len(c.categories or ())} values"))
+        elif c.name in spec.model.bins:
+            out.append((c.name, "binned", f"{c.why}, model.bins: {len(spec.model.bins[c.name]) + 1} bins"))
+        elif cat_nb:
+            n = "more than 1000" if c.values is None else str(len(c.values))
+            out.append((c.name, "value categories", f"{c.why}, categorical_nb: each of its {n} values a category"))
+        else:
+            out.append((c.name, "numbers", c.why if spec.model.preprocess == "none" else f"{c.why}, scaled on T"))
+    return out
+
+
+def kind_notes(spec: Spec, schema: Schema, choice: EstimatorChoice) -> list[str]:
+    """A note naming numeric columns categorical naive Bayes uses as categories of their values (never silent)."""
+    silent = [name for name, use, why in column_uses(spec, schema, choice) if use == "value categories"]
+    if not silent:
+        return []
+    return [
+        f"categorical_nb uses numeric column(s) {ui.listing(silent, 5)} as categories of their values; "
+        "list them in data.categorical to confirm, or give model.bins edges"
+    ]
 
 
 def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipeline:

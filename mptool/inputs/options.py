@@ -62,7 +62,7 @@ PURCHASE_CELLS_MAX = 50_000_000
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _HOST = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)"
-_SCHEDULER = re.compile(rf"^(?:(?P<scheme>tcp|tls|ucx|ws|wss|ray)://)?(?P<host>{_HOST}):(?P<port>[0-9]{{1,5}})/?$")
+_SCHEDULER = re.compile(rf"^(?:(?P<scheme>tcp|tls|ucx|ws|wss)://)?(?P<host>{_HOST}):(?P<port>[0-9]{{1,5}})/?$")
 
 
 def bin_size_problem(value: float) -> str | None:
@@ -133,18 +133,18 @@ def check_jobs(jobs: int, scheduler: str | None = None, flag: str = "--jobs") ->
 
 
 def check_scheduler(address: str | None, flag: str = "--scheduler") -> None:
-    """``--scheduler``: HOST:PORT with an optional scheme (tcp://, tls://, ray:// ...), or ``auto`` (Ray).
+    """``--scheduler``: a Dask scheduler's HOST:PORT with an optional scheme (tcp://, tls:// ...).
 
     Checked by form only, before any connection is tried, so a typo fails at once.
     """
-    if address is None or address == "auto":
+    if address is None:
         return
     m = _SCHEDULER.match(address)
     if m is None or not 1 <= int(m.group("port")) <= 65535:
         shown = address if len(address) <= 60 else address[:60] + "..."
         raise InputError(
             f"{flag} {shown!r} is not an address of the form tcp://HOST:PORT "
-            "(e.g. tcp://10.0.0.5:8786 for Dask, ray://HOST:10001 or auto for Ray)"
+            "(e.g. tcp://10.0.0.5:8786, the address of a Dask scheduler)"
         )
 
 
@@ -182,6 +182,15 @@ def check_fail_fast(value: bool, flag: str = "--fail-fast") -> None:
         raise InputError(f"{flag} must be True or False (got {shown if len(shown) <= 40 else shown[:40] + '...'})")
 
 
+def check_trained(path: object | None, flag: str = "--trained") -> None:
+    """``--trained``: None, or an existing file (a skops archive, checked when it is read)."""
+    if path is None:
+        return
+    if not os.path.isfile(str(path)):
+        what = "is a folder" if os.path.isdir(str(path)) else "not found"
+        raise InputError(f"{flag} {path}: {what}; give the model file saved with skops.io.dump")
+
+
 def check_gate(value: str, flag: str = "--gate") -> None:
     """``--gate``: ``binned`` (the paper's binned PDTP, default) or ``raw`` (unbinned PDTP)."""
     if not isinstance(value, str) or value not in GATES:
@@ -213,12 +222,15 @@ def check_pdtp_flags(
     baseline_or_waivers: bool = False,
     order: str = "risk",
     fail_fast: bool = False,
+    trained: object | None = None,
 ) -> None:
-    """``mptool pdtp``: threshold, training-set size, sample size, gate, noise-floor records, order, fail-fast.
+    """``mptool pdtp``: threshold, training-set size, sample size, gate, noise-floor records, order,
+    fail-fast, the --trained file.
 
     ``--gate raw`` is refused with ``--baseline``/``--waivers``: their gate compares the binned
     PDTP of this run with a baseline run's, and mixing the scales would gate on neither.
     """
+    check_trained(trained)
     check_threshold(threshold)
     check_count(train_size, "--train-size", 2)
     check_count(sample, "--sample", 1)

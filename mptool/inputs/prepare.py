@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.data import Records, draw_training_set, load_records
-from mptool.inputs.models import EstimatorChoice, build_pipeline, fit, resolve_estimator
+from mptool.inputs.models import EstimatorChoice, build_pipeline, fit, kind_notes, resolve_estimator
 from mptool.inputs.spec import Spec
 from mptool.runtime.errors import InputError
 
@@ -28,10 +28,12 @@ class Prepared:
     choice: EstimatorChoice
     template: Any  # unfitted pipeline A
     classes: np.ndarray  # classes of T, in label order: the output columns
+    kind_notes: tuple[str, ...] = ()  # how A uses the columns, where it is not plain (models.kind_notes)
+    trained: dict[str, Any] | None = None  # --trained: the artefact checked to be A(T) (inputs.trained.compare_to_spec)
 
     @property
     def notes(self) -> tuple[str, ...]:
-        return self.train.notes
+        return (*self.train.notes, *self.kind_notes)
 
 
 def prepare(data_path: str | Path | pd.DataFrame, spec: Spec, allow_imports: tuple[str, ...] = ()) -> Prepared:
@@ -41,7 +43,8 @@ def prepare(data_path: str | Path | pd.DataFrame, spec: Spec, allow_imports: tup
     train = draw_training_set(population, spec.data.train_size, spec.seed)
     template = build_pipeline(spec, train.schema, choice)
     classes = np.array(sorted(set(train.y.tolist()), key=lambda v: (str(type(v)), v)), dtype=object)
-    return Prepared(spec, population, train, choice, template, classes)
+    notes = tuple(kind_notes(spec, train.schema, choice))
+    return Prepared(spec, population, train, choice, template, classes, notes)
 
 
 def fit_checked(template: Any, records: Records) -> Any:

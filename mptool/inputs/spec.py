@@ -12,11 +12,16 @@ file is what runs (issue 12):
   YAML 1.1 reads as a different boolean or number (``yes``, ``no``, ``on``, ``off``,
   ``y``, ``n``, ``010``, ``1_000``, ``0b11``, ``1:30``) is refused with the quoted form
   to write instead; ``.inf``/``.nan`` are refused (every number is finite);
-- keys are text; unknown keys are errors that name the key and the closest valid one.
+- keys are text (a plain whole number such as ``41`` is the text ``"41"``: a column name, as a
+  headerless file's columns are named); unknown keys are errors that name the key and the
+  closest valid one;
+- column names given as values (``label: 41``, ``drop: [0, 3]``) may be plain whole numbers
+  too; a plain decimal number (``4.5``) must be quoted, since ``4.50`` would name ``"4.5"``.
 """
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import hashlib
 import json
@@ -47,6 +52,7 @@ _SEQ = "tag:yaml.org,2002:seq"
 _MAP = "tag:yaml.org,2002:map"
 _PLAIN = "tag:mptool,2024:plain"  # a plain (unquoted, untagged) scalar, typed by _plain
 _INT_12 = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
+_NAME_INT = re.compile(r"^(?:0|[1-9][0-9]*)$")  # a plain whole number read as a column name
 _LEADING_ZERO = re.compile(r"^[-+]?0[0-9]+$")
 _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 _FLOAT_12 = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
@@ -165,6 +171,8 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
         first: dict[str, int] = {}
         for key_node, value_node in node.value:
             key = self.construct_object(key_node, deep=True) if isinstance(key_node, yaml.ScalarNode) else None
+            if isinstance(key, int) and not isinstance(key, bool) and _NAME_INT.match(key_node.value):
+                key = key_node.value  # a column name such as 41 (headerless files name columns 0, 1, ...)
             if isinstance(key, _Refused):
                 raise _SpecYamlError(key.line, f"key {key.message}")
             if not isinstance(key, str):
@@ -344,6 +352,43 @@ def _marker(value: Any) -> Any:
     return value
 
 
+def _name(value: Any) -> Any:
+    """A column name: text, or a plain whole number (``label: 41`` names column "41")."""
+    if isinstance(value, bool) or value is None:
+        shown = "null" if value is None else str(value).lower()
+        raise ValueError(f"expected a column name (got {shown}); quote it if the column is named '{shown}'")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        raise ValueError(f"a column name that is a decimal number must be quoted: '{value}' (got {value})")
+    return value
+
+
+def _separator(value: str) -> str:
+    if len(value) != 1 or value in "\"\r\n" or value.isalnum():
+        raise ValueError(
+            "the separator is one character that is not a letter, digit, quote or line break, "
+            "e.g. ',' ';' '|' or \"\\t\" for tab"
+        )
+    return value
+
+
+def _encoding(value: str) -> str:
+    try:
+        return codecs.lookup(value).name
+    except LookupError:
+        raise ValueError(f"unknown text encoding '{ui.excerpt(value, 40)}' (e.g. utf-8, latin-1, cp1252)") from None
+
+
+def _header(value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, list):
+        return [_name(v) for v in value]
+    raise ValueError("header is true (the first line names the columns), false (no header row) or a list of names")
+
+
+Name = Annotated[str, BeforeValidator(_name)]
 Int = Annotated[int, BeforeValidator(_number)]
 Float = Annotated[float, BeforeValidator(_number)]
 Seed = Annotated[int, BeforeValidator(_number), AfterValidator(_seed)]
@@ -354,18 +399,86 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class DataSpec(_Strict):
-    """How T is drawn from the CSV."""
+#: Most columns a ``data.read.header`` list or a ``data.categorical``/``data.numeric`` list may name.
+MAX_NAMES = 100_000
+#: Most label bin edges.
+MAX_LABEL_EDGES = 100
 
-    label: str = Field(description="target column")
-    drop: list[str] = Field(default_factory=list, description="columns ignored")
-    id: str | None = Field(default=None, description="id column echoed in per-record output")
+
+class ReadSpec(_Strict):
+    """How the data file is read (CSV options; a Parquet file carries its own names and types)."""
+
+    separator: Annotated[str, AfterValidator(_separator)] = Field(default=",", description="cell separator")
+    header: Annotated[bool | list[str] | None, BeforeValidator(_header)] = Field(
+        default=None,
+        description="true: the first line names the columns; false: no header row, columns named 0, 1, 2, ...; "
+        "a list: no header row, these names; unset: true, refused when the first line looks like data",
+    )
+    encoding: Annotated[str, AfterValidator(_encoding)] = Field(default="utf-8", description="text encoding")
+    decimal: Literal[".", ","] = Field(default=".", description="decimal mark of numbers")
+    skip_spaces: bool = Field(default=False, description="ignore spaces after each separator (UCI files)")
+
+    @field_validator("skip_spaces", mode="before")
+    @classmethod
+    def _bool_only(cls, v: Any) -> Any:
+        if not isinstance(v, bool):
+            raise ValueError("expected true or false")
+        return v
+
+    @field_validator("decimal")
+    @classmethod
+    def _decimal_not_separator(cls, v: str, info: Any) -> str:
+        if v == info.data.get("separator"):
+            raise ValueError(f"the decimal mark {v!r} is also the separator; a file with decimal commas is "
+                             "separated by something else, e.g. separator: ';'")
+        return v
+
+    @field_validator("header")
+    @classmethod
+    def _names(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            if not v or len(v) > MAX_NAMES:
+                raise ValueError(f"a header list names between 1 and {MAX_NAMES:,} columns")
+            dups = sorted({n for n in v if v.count(n) > 1})
+            if dups:
+                raise ValueError(f"the header list names {ui.quoted(dups[0])} twice")
+        return v
+
+
+class DataSpec(_Strict):
+    """How T is drawn from the data file."""
+
+    label: Name = Field(description="target column")
+    drop: list[Name] = Field(default_factory=list, description="columns ignored")
+    id: Name | None = Field(default=None, description="id column echoed in per-record output")
+    read: ReadSpec = Field(default_factory=ReadSpec, description="how the file is read")
+    categorical: list[Name] = Field(default_factory=list, description="columns used as categories, numbers or not")
+    numeric: list[Name] = Field(default_factory=list, description="columns that must be numbers, never categories")
+    label_bins: list[Float] | None = Field(
+        default=None, description="edges that cut a numeric label into classes (bin k = [edge k-1, edge k))"
+    )
     train_size: Int | None = Field(default=None, ge=2, description="records drawn as T; null = all")
     missing: Literal["drop", "error", "impute"] = "drop"
     missing_values: list[Annotated[str, BeforeValidator(_marker)]] = Field(
         default_factory=lambda: [""],
         description="cell texts read as missing (exact match); default: the empty cell only",
     )
+
+    @field_validator("label_bins")
+    @classmethod
+    def _label_edges(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None:
+            if not v or len(v) > MAX_LABEL_EDGES or any(b <= a for a, b in zip(v, v[1:], strict=False)):
+                raise ValueError(f"label_bins is a strictly increasing list of 1 to {MAX_LABEL_EDGES} edges")
+        return v
+
+    @field_validator("numeric")
+    @classmethod
+    def _kinds_apart(cls, v: list[str], info: Any) -> list[str]:
+        both = sorted(set(v) & set(info.data.get("categorical") or ()))
+        if both:
+            raise ValueError(f"column {ui.quoted(both[0])} is listed in both data.categorical and data.numeric")
+        return v
 
     @field_validator("missing_values")
     @classmethod
@@ -538,3 +651,9 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None) -> Spec
     path = Path(path)
     raw = read_yaml(read_spec_text(path), str(path))
     return parse_spec(raw, where=str(path), overrides=overrides)
+
+
+def yaml_value(value: Any) -> str:
+    """One value as flow-style YAML text that :func:`read_yaml` reads back to the same value (for ``mptool init``)."""
+    text = yaml.dump(value, Dumper=_SpecDumper, default_flow_style=True, width=10**6, allow_unicode=True)
+    return text.removesuffix("\n").removesuffix("\n...").strip()

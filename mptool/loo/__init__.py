@@ -14,7 +14,7 @@ from mptool.loo.naive_bayes import NaiveBayesEngine
 from mptool.loo.refit import RefitEngine
 from mptool.runtime.errors import InputError
 
-__all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", "EXACT_ENGINES"]
+__all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", "engine_reasons", "EXACT_ENGINES"]
 
 #: Exact engines, tried in order by ``auto``; each refuses specs it cannot follow exactly.
 #: Every one computes the exact leave-one-out (logistic regression: the exact optima, see loo/newton.py).
@@ -46,3 +46,12 @@ def select_engine(choice: str, spec: Spec, template: Any) -> Engine:
         detail = "; ".join(own or reasons) or "no exact engine is available"
         raise InputError(f"--engine exact: no exact engine accepts this spec ({detail}); use --engine refit")
     return RefitEngine()
+
+
+def engine_reasons(spec: Spec, template: Any) -> list[tuple[str, str | None]]:
+    """Each exact engine, in ``auto``'s order, with why it refuses the spec (None: it accepts it).
+
+    What ``mptool check`` prints as "the engine and why": ``auto`` takes the first accepting
+    engine, or refit when none accepts.
+    """
+    return [(engine.name, engine.refuses(spec, template)) for engine in EXACT_ENGINES]

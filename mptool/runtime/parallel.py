@@ -12,8 +12,10 @@ Backends (``--backend``):
   to a running scheduler; without it a local cluster of ``--jobs`` worker processes is
   started. Large shared inputs (the training set, the pipeline) are scattered to every
   worker once, not shipped with every task.
-- ``ray``: a Ray cluster through ``ray.util.joblib`` (``--scheduler`` is passed to
-  ``ray.init(address=...)``); needs ``pip install mptool[ray]``.
+
+There is no Ray backend: no test could run one on the machines the suite runs on (a wheel of
+about 80 MB and a local Ray of its own processes), and no backend is offered untested
+(issue 15). ``--backend ray`` is refused with that reason.
 
 A subcommand opens the backend once for the whole run with :func:`session`; every
 :func:`run_tasks` call inside it reuses the same client.
@@ -37,7 +39,7 @@ from mptool.runtime import signals
 from mptool.runtime.errors import InputError
 
 #: Accepted values of ``--backend``.
-BACKENDS = ("loky", "threading", "dask", "ray")
+BACKENDS = ("loky", "threading", "dask")
 #: Seconds to wait for a Dask scheduler given with ``--scheduler`` before giving up (exit 2).
 CONNECT_TIMEOUT_S = 10
 
@@ -74,16 +76,19 @@ def chunk_positions(positions: Sequence[int] | np.ndarray, jobs: int, per_job: i
 def check_backend(backend: str, scheduler: str | None = None) -> str:
     """Validate ``--backend``/``--scheduler``; ``--scheduler`` alone implies dask. InputError otherwise."""
     name = (backend or "loky").strip().lower()
+    if name == "ray":
+        raise InputError(
+            "--backend ray is not offered: no test runs it, so it was removed (issue 15); use --backend dask "
+            "with --scheduler for a cluster"
+        )
     if name not in BACKENDS:
         raise InputError(f"--backend must be one of {', '.join(BACKENDS)} (got '{backend}')")
     if scheduler and name == "threading":
-        raise InputError("--scheduler needs --backend dask or ray (threading runs on this machine only)")
+        raise InputError("--scheduler needs --backend dask (threading runs on this machine only)")
     if scheduler and name == "loky":
-        name = "dask"  # a scheduler address means a Dask cluster unless ray is asked for
+        name = "dask"  # a scheduler address means a Dask cluster
     if name == "dask" and importlib.util.find_spec("distributed") is None:
         raise InputError("--backend dask needs the 'distributed' package: install mptool[dask]")
-    if name == "ray" and importlib.util.find_spec("ray") is None:
-        raise InputError("--backend ray needs Ray: install mptool[ray]")
     return name
 
 
@@ -119,25 +124,9 @@ def _dask_client(scheduler: str | None, jobs: int | None) -> tuple[Any, Any]:
     return client, cluster
 
 
-def _ray_init(scheduler: str | None) -> None:
-    """Import Ray, register its joblib backend and connect (``scheduler``) or start a local Ray."""
-    try:
-        import ray
-        from ray.util.joblib import register_ray
-    except ImportError:
-        raise InputError("--backend ray needs Ray: install mptool[ray] (pip install 'mptool[ray]')") from None
-    register_ray()
-    if not ray.is_initialized():
-        try:
-            ray.init(address=scheduler, ignore_reinit_error=True, log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            where = scheduler or "a local Ray"
-            raise InputError(f"--scheduler {where}: cannot start or reach Ray ({exc})".splitlines()[0]) from None
-
-
 @contextmanager
 def session(backend: str = "loky", scheduler: str | None = None, jobs: int | None = None) -> Iterator[str]:
-    """Open ``backend`` for a whole run and yield its name; Dask/Ray connections are made once here.
+    """Open ``backend`` for a whole run and yield its name; a Dask connection is made once here.
 
     Inside, :func:`run_tasks` with the same backend reuses the connection and
     :func:`resolve_jobs` counts the cluster's worker threads. A local Dask cluster started
@@ -151,8 +140,6 @@ def session(backend: str = "loky", scheduler: str | None = None, jobs: int | Non
     client = cluster = None
     if name == "dask":
         client, cluster = _dask_client(scheduler, jobs)
-    elif name == "ray":
-        _ray_init(scheduler)
     _active.update(backend=name, client=client)
     try:
         yield name
@@ -292,7 +279,7 @@ def _dispatch(
         for i in todo:
             finished(i, fn(*tasks[i]))
         return
-    if name in ("dask", "ray") and _active["backend"] != name:
+    if name == "dask" and _active["backend"] != name:
         with session(name, None, jobs):
             _dispatch(fn, tasks, todo, jobs, name, shared, finished)
         return
@@ -303,14 +290,6 @@ def _dispatch(
         config = parallel_config(backend="dask", client=_active["client"], scatter=list(shared) or None)
         with config:
             _consume(Parallel(n_jobs=-1, return_as="generator_unordered")(calls), finished)
-    elif name == "ray":
-        # joblib's ray backend (a multiprocessing-style pool) returns lists only: run in waves
-        # so finished work still reaches on_done (checkpoints) before the whole run ends.
-        wave = max(1, jobs)
-        with parallel_config(backend="ray"):
-            for start in range(0, len(calls), wave):
-                for i, r in Parallel(n_jobs=jobs)(calls[start : start + wave]):
-                    finished(i, r)
     else:
         _consume(Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls), finished)
 

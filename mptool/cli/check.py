@@ -1,0 +1,99 @@
+"""``mptool check``: a dry run -- validate DATA and the spec, print T, the columns, the engines and the cost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mptool.cli.app import app, out_console, parse_rows
+from mptool.inputs import options as flags
+from mptool.runtime import ui
+from mptool.runtime.errors import EXIT_OK
+
+CHECK_EPILOG = "Exit codes: 0 = the spec and data are usable (the plan is printed); 2 = bad input (one error line)."
+
+
+def _duration(seconds: float) -> str:
+    """A rough duration: 0.4 s, 12 s, 3.5 min, 2.1 h."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 600:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def print_plan(plan, jobs: int) -> None:
+    """The plan as plain lines (data-derived names escaped)."""
+    from mptool.inputs.spec import yaml_value
+
+    p = plan.prep
+    T, spec = p.train, p.spec
+    echo = out_console.print
+    read = spec.data.read
+    how = "" if plan.fmt != "CSV" else (
+        f" (separator {read.separator!r}, header {yaml_value(read.header if read.header is not None else True)}, "
+        f"encoding {read.encoding}, decimal {read.decimal!r}{', skip_spaces' if read.skip_spaces else ''})"
+    )
+    echo(ui.safe_line(f"data: {plan.source}, {plan.fmt}{how}", None))
+    echo(
+        f"rows: {plan.rows_usable + plan.rows_dropped} read, {plan.rows_dropped} dropped for a missing cell, "
+        f"{plan.rows_usable} usable; T: {T.n} records (train_size {yaml_value(spec.data.train_size)}, seed {spec.seed})"
+    )
+    classes = ", ".join(f"{ui.quoted(c)} {n}" for c, n in plan.class_counts[:20])
+    more = f" and {len(plan.class_counts) - 20} more" if len(plan.class_counts) > 20 else ""
+    n_classes = len(plan.class_counts)
+    echo(ui.safe_line(f"label {ui.quoted(spec.data.label)}: {n_classes} classes in T: {classes}{more}", None))
+    est = f"{p.choice.name} ({p.choice.cls.__name__})"
+    echo(ui.safe_line(f"estimator: {est}, preprocess {spec.model.preprocess}", None))
+    echo(f"columns ({len(plan.columns)} features; dropped: {ui.listing(spec.data.drop, 10) or 'none'}):")
+    width = max((len(ui.excerpt(n)) for n, _, _ in plan.columns), default=4)
+    for name, use, why in plan.columns:
+        echo(ui.safe_line(f"  {ui.excerpt(name):<{width}}  {use:<16}  {why}", None))
+    echo(f"engine: {plan.chosen}")
+    for name, why in plan.engines:
+        echo(ui.safe_line(f"  {name}: {'accepts the spec' if why is None else 'no, ' + why}", None))
+    echo(ui.safe_line(f"DTP upper bound: {plan.bound}", None))
+    echo(f"timing: one fit of A(T) takes about {plan.fit_seconds:.3f} s ({plan.timed_fits} fit(s) timed on a subset "
+         f"of T, scaled to |T|); rough estimates for --jobs {jobs}:")
+    for c in plan.commands:
+        echo(f"  {c.command:<10}  engine {c.engine}, {c.fits:,} fit(s), about {_duration(c.seconds)}: {c.detail}")
+
+
+@app.command(epilog=CHECK_EPILOG)
+def check(
+    data: Annotated[Path, typer.Argument(help="Dataset (CSV, CSV.gz or Parquet).")],
+    model: Annotated[Path, typer.Option("--model", "-m", help="Model spec YAML.")],
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Workers the estimate assumes; 0 = every core.")] = 0,
+    train_size: Annotated[int | None, typer.Option(help="Override data.train_size.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Override the spec's seed.")] = None,
+    records: Annotated[str | None, typer.Option(help="Only these CSV rows, e.g. 0,5,9 (must be in T).")] = None,
+    sample: Annotated[int | None, typer.Option(help="Only K records of T, drawn with the seed.")] = None,
+    engine: Annotated[str, typer.Option(help="Leave-one-out engine: auto, exact or refit.")] = "auto",
+    allow_import: Annotated[
+        list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
+    ] = None,
+) -> int:
+    """Dry run: check DATA against the spec and print what pdtp, reduce-dtp and attack would do.
+
+    Prints the size of T, its classes, how each column is used and why, the leave-one-out
+    engine and why the others refuse, the DTP upper bound that applies, and for each command
+    the number of model fits and an estimated time from timing a few fits. Writes nothing.
+    """
+    from mptool.api.plan import check_plan
+    from mptool.inputs.spec import load_spec
+    from mptool.runtime.parallel import resolve_jobs
+
+    flags.check_run_flags(jobs=jobs, scheduler=None, seed=seed, bin_size=None, allow_import=allow_import)
+    flags.check_pdtp_flags(threshold=1.0, train_size=train_size, sample=sample)
+    spec = load_spec(model, {"data.train_size": train_size, "seed": seed})
+    plan = check_plan(data, spec, engine, tuple(allow_import or ()), resolve_jobs(jobs or None),
+                      parse_rows(records), sample)
+    for note in plan.notes:
+        ui.warn(note)
+    print_plan(plan, resolve_jobs(jobs or None))
+    ui.info("ok: the spec and data are usable; run 'mptool pdtp' with the same arguments", False)
+    return EXIT_OK

@@ -1,0 +1,30 @@
+"""``mptool estimators``: the short names, their engines and DTP bounds, and what --allow-import opens."""
+
+from __future__ import annotations
+
+from mptool.cli.app import app, out_console
+from mptool.runtime.errors import EXIT_OK
+
+
+@app.command()
+def estimators() -> int:
+    """List every short estimator name with its leave-one-out engine and DTP upper bound.
+
+    The engine and bound are those --engine auto takes for the name with its default
+    parameters and preprocess auto (found by building the pipeline, not from a fixed
+    list); other parameters can change them (see 'mptool check'). Also says what a dotted
+    path and --allow-import open (LightGBM, XGBoost).
+    """
+    from mptool.api.catalog import ALLOW_IMPORT_TEXT, catalogue
+
+    rows = catalogue()
+    w_name = max(len(r.name) for r in rows)
+    w_engine = max(len(r.engine) for r in rows)
+    out_console.print(f"{'name':<{w_name}}  {'engine (auto)':<{w_engine}}  DTP upper bound", soft_wrap=True)
+    for r in rows:
+        out_console.print(f"{r.name:<{w_name}}  {r.engine:<{w_engine}}  {r.bound}", soft_wrap=True)
+        out_console.print(f"{'':<{w_name}}  {'':<{w_engine}}  class {r.path}{'; ' + r.note if r.note else ''}",
+                          soft_wrap=True)
+    out_console.print("")
+    out_console.print(ALLOW_IMPORT_TEXT, soft_wrap=True)
+    return EXIT_OK

@@ -1,0 +1,226 @@
+"""Guessing how a data file is read, its label and a starter spec: what ``mptool init`` prints.
+
+Everything guessed here is written into the spec as an explicit value with a comment, so
+the user reviews it and the run reads the file exactly as the spec says (nothing is sniffed
+at run time). The guesses look at the first ``SNIFF_BYTES`` of the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mptool.inputs.data import (
+    LIKELY_MARKERS,
+    MAX_CATEGORIES,
+    MAX_LABEL_VALUES,
+    check_path,
+    is_parquet,
+    looks_numeric,
+    read_csv,
+)
+from mptool.inputs.spec import ReadSpec
+from mptool.runtime import ui
+from mptool.runtime.errors import InputError
+
+#: Bytes of the file the read options are guessed from.
+SNIFF_BYTES = 1 << 20
+#: Separators tried, in order of preference when two fit equally well.
+SEPARATORS = (",", ";", "\t", "|")
+#: Column names taken as the label when ``--label`` is not given (case-insensitive), before "the last column".
+LABEL_NAMES = ("label", "class", "target", "income", "y", "outcome")
+#: Markers always taken as missing when a cell holds them (the UCI convention), beside the empty cell.
+ALWAYS_MISSING = ("?",)
+#: A numeric column with at most this many distinct values is used as categories by categorical_nb.
+FEW_VALUES = 20
+#: Quantile edges given to other numeric columns under categorical_nb.
+QUANTILES = (0.2, 0.4, 0.6, 0.8)
+
+
+@dataclass
+class Sniffed:
+    """The read options, missing markers and notes guessed for one file."""
+
+    read: dict[str, Any]
+    missing_values: list[str]
+    notes: list[str] = field(default_factory=list)
+
+
+def _head_text(path: Path) -> tuple[bytes, bool]:
+    """The first ``SNIFF_BYTES`` bytes (decompressed for .gz) and whether that is the whole file."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as fh:
+            blob = fh.read(SNIFF_BYTES + 1)
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{path}: cannot read the file ({exc.__class__.__name__})") from None
+    return blob[:SNIFF_BYTES], len(blob) <= SNIFF_BYTES
+
+
+def _decode(blob: bytes, whole: bool) -> tuple[str, str]:
+    """The text and its encoding: UTF-8 (utf-8-sig after a byte-order mark) when it decodes, else latin-1."""
+    if blob.startswith(b"\xef\xbb\xbf"):
+        text, _ = _decode(blob[3:], whole)
+        return text, "utf-8-sig"
+    for encoding in ("utf-8", "latin-1"):
+        try:
+            text = blob.decode(encoding) if whole else blob.decode(encoding, errors="strict")
+            return text, encoding
+        except UnicodeDecodeError as exc:
+            if encoding == "utf-8" and not whole and exc.start >= len(blob) - 3:
+                return blob[: exc.start].decode("utf-8"), "utf-8"  # a character cut by the sample's end
+    raise AssertionError("latin-1 decodes any bytes")  # pragma: no cover
+
+
+def _rows(lines: list[str], sep: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO("\n".join(lines)), delimiter=sep))
+
+
+def _separator(lines: list[str]) -> str:
+    """The separator giving the most columns with the same count on every sampled line."""
+    best, best_cols = ",", 1
+    for sep in SEPARATORS:
+        counts = {len(r) for r in _rows(lines, sep) if r}
+        if len(counts) == 1 and (cols := counts.pop()) > best_cols:
+            best, best_cols = sep, cols
+    return best
+
+
+def sniff_read(path: Path) -> Sniffed:
+    """Guess ``data.read`` and ``data.missing_values`` for ``path`` from its first bytes."""
+    check_path(path)
+    if is_parquet(path):
+        return Sniffed({}, [""], ["Parquet file: column names and types come from the file"])
+    blob, whole = _head_text(path)
+    if not blob.strip():
+        raise InputError(f"{path}: the file is empty; it needs data rows")
+    text, encoding = _decode(blob, whole)
+    lines = text.splitlines()
+    if not whole and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut
+    lines = [ln for ln in lines[:2000] if ln.strip()]
+    sep = _separator(lines)
+    rows = _rows(lines, sep)
+    cells = [c for r in rows[1:] for c in r[1:]]
+    skip = bool(cells) and sum(c.startswith(" ") for c in cells) > 0.5 * len(cells)
+    first = [c.strip() if skip else c for c in rows[0]]
+    header = not any(looks_numeric(c) for c in first)
+    body = [[c.strip() if skip else c for c in r] for r in (rows[1:] if header else rows)]
+    decimal = "."
+    if sep != "," and sum(bool(pd.Series(r).str.fullmatch(r"-?[0-9]+,[0-9]+").any()) for r in body[:200]) > 0:
+        decimal = ","
+    read = {"separator": sep, "header": header, "encoding": encoding, "decimal": decimal, "skip_spaces": skip}
+    markers = [""] + _markers(body)
+    notes = []
+    if not header:
+        notes.append("the first line looks like data (it has numbers): header false, columns named 0, 1, 2, ...")
+    return Sniffed(read, markers, notes)
+
+
+def _markers(body: list[list[str]]) -> list[str]:
+    """Cell texts that look like missing markers: '?' anywhere, others in columns that are otherwise numbers."""
+    found: set[str] = set()
+    width = max((len(r) for r in body), default=0)
+    for j in range(width):
+        column = [r[j] for r in body if j < len(r)]
+        marks = {c for c in column if c in LIKELY_MARKERS}
+        found |= marks & set(ALWAYS_MISSING)
+        others = [c for c in column if c not in marks and c != ""]
+        if marks and others and all(looks_numeric(c) for c in others):
+            found |= marks
+    return sorted(found)
+
+
+def guess_label(columns: list[str], label: str | None) -> tuple[str, str]:
+    """The label column and why: ``--label``, a usual label name, or the last column."""
+    if label is not None:
+        if label not in columns:
+            known = ui.listing(columns, 10, quote=False)
+            raise InputError(f"--label '{ui.excerpt(label)}' is not a column of the file (columns: {known})")
+        return label, "given by --label"
+    for name in LABEL_NAMES:
+        for col in columns:
+            if col.strip().lower() == name:
+                return col, f"a usual label name ('{name}'); pass --label COL to choose another"
+    return columns[-1], "the last column; pass --label COL to choose another"
+
+
+@dataclass
+class Starter:
+    """What a starter spec says, before it is written as text."""
+
+    label: str
+    label_why: str
+    read: dict[str, Any]
+    missing_values: list[str]
+    drop: list[str]
+    categorical: list[str]
+    bins: dict[str, list[float]]
+    estimator: str
+    params: dict[str, Any]
+    train_size: int | None
+    rows: int
+    kinds: dict[str, str]
+    notes: list[str]
+
+
+def _edges(values: pd.Series) -> list[float]:
+    """Bin edges of a numeric column at its quantiles (3 significant digits), each cutting off some values.
+
+    Edges at or below the smallest value cut nothing and are left out; a column whose
+    quantiles all fall on its smallest value (mostly zeros) gets one edge just above it, so
+    that value stands alone. Edges are rounded aggregates, never one record's value.
+    """
+    x = values.dropna().to_numpy(dtype=float)
+    lo, hi = float(x.min()), float(x.max())
+    edges = sorted({float(f"{q:.3g}") for q in np.quantile(x, QUANTILES)} - {lo})
+    edges = [e for e in edges if lo < e <= hi]
+    if not edges:  # mostly the smallest value: one edge just above it (rounded, not another record's value)
+        step = 1.0 if np.all(np.mod(x, 1.0) == 0) else float(f"{(hi - lo) / 100 or 1.0:.3g}")
+        edges = [float(f"{lo + step:.3g}")]
+    return [int(e) if e.is_integer() else e for e in edges]
+
+
+def starter(path: Path, label: str | None) -> Starter:
+    """Read ``path`` with the guessed options and choose the label, column kinds and an estimator."""
+    sniffed = sniff_read(path)
+    df = read_csv(path, sniffed.missing_values, ReadSpec(**sniffed.read) if sniffed.read else None)
+    columns = [str(c) for c in df.columns]
+    label, why = guess_label(columns, label)
+    notes = list(sniffed.notes)
+    y = df[label]
+    if pd.api.types.is_numeric_dtype(y) and y.nunique() > MAX_LABEL_VALUES:
+        notes.append(f"label '{label}' has {y.nunique()} distinct numbers: pass --label with a class column")
+    drop, categorical, bins, kinds = [], [], {}, {}
+    features = [c for c in columns if c != label]
+    numeric = {c: pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in features}
+    for c in features:
+        distinct = df[c].nunique()
+        if not numeric[c] and distinct > MAX_CATEGORIES:
+            drop.append(c)
+            kinds[c] = f"dropped: text with {distinct} distinct values (an identifier or free text?)"
+        else:
+            kinds[c] = f"numbers, {distinct} values" if numeric[c] else f"categories, {distinct} values"
+    kept = [c for c in features if c not in drop]
+    mostly_categorical = sum(not numeric[c] for c in kept) >= len(kept) / 2
+    if mostly_categorical:
+        estimator, params = "categorical_nb", {"alpha": 1.0}
+        for c in kept:
+            if numeric[c] and df[c].nunique() <= FEW_VALUES:
+                categorical.append(c)
+                kinds[c] += ": each value a category (data.categorical)"
+            elif numeric[c]:
+                bins[c] = _edges(df[c])
+                kinds[c] += f": cut into {len(bins[c]) + 1} bins at quantiles (model.bins)"
+    else:
+        estimator, params = "logistic_regression", {"C": 1.0, "max_iter": 1000}
+    n = len(df)
+    return Starter(label, why, sniffed.read, sniffed.missing_values, drop, categorical, bins, estimator, params,
+                   None if n <= 2000 else 1000, n, kinds, notes)

@@ -1,0 +1,125 @@
+"""The shipped model: load a scikit-learn model saved with skops, and check it is A(T) of the spec.
+
+``--trained MODEL.skops`` audits the artefact that is published, not only the spec's recipe.
+PDTP needs the recipe too (A(T∖{t}) is trained from the spec), so the artefact is first
+checked to predict like A(T) on every record of T; then its probabilities stand for
+p_{A(T)}(y|x_t) in the PDTP of each record (Long et al., Definition 4.3).
+
+Never pickle: unpickling runs whatever code the file names (``__reduce__``), so a model file
+from a colleague, a registry or a pull request could run anything on the auditor's machine.
+skops reads a zip of JSON and arrays and builds only types it is told to trust; mptool trusts
+scikit-learn's and its own types, and modules named with ``--allow-import``. Any other type
+in the file is refused, named, before anything is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mptool.runtime import ui
+from mptool.runtime.errors import InputError
+
+#: mptool's own types a fitted pipeline holds (besides scikit-learn's).
+MPTOOL_TYPES = (
+    "mptool.inputs.models.DomainEncoder",
+    "mptool.inputs.neighbors.TieStableKNeighborsClassifier",
+    "mptool.inputs.neighbors._Distances",
+)
+#: Module prefixes whose types are trusted without --allow-import.
+TRUSTED_PREFIXES = ("sklearn.",)
+#: Largest |p_artefact - p_A(T)| over T and classes accepted as "the same model" (refits agree to ~1e-12).
+TRAINED_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """A loaded artefact: the model, its file and the file's SHA-256."""
+
+    model: Any
+    path: str
+    sha256: str
+
+
+def _trusted(name: str, allow_imports: tuple[str, ...]) -> bool:
+    if name in MPTOOL_TYPES or name.startswith(TRUSTED_PREFIXES):
+        return True
+    return any(name == m or name.startswith(m + ".") for m in allow_imports)
+
+
+def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> TrainedModel:
+    """Load a skops file, trusting only scikit-learn, mptool and ``allow_imports`` types; InputError otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: --trained model file not found; save the model with skops.io.dump")
+    try:
+        import skops.io as sio
+    except ImportError:  # pragma: no cover - skops is a dependency
+        raise InputError("--trained needs skops (pip install skops)") from None
+    if not zipfile.is_zipfile(path):
+        raise InputError(
+            f"{path}: not a skops file (a zip archive); mptool never loads pickle or joblib files, "
+            "which can run code: save the model with skops.io.dump"
+        )
+    try:
+        untrusted = sio.get_untrusted_types(file=path)
+    except Exception as exc:  # noqa: BLE001 - a damaged archive raises many types
+        raise InputError(f"{path}: cannot read it as a skops file ({exc.__class__.__name__})") from None
+    refused = [t for t in untrusted if not _trusted(t, allow_imports)]
+    if refused:
+        raise InputError(
+            f"{path}: the model file holds type(s) mptool does not trust: {ui.listing(refused, 3)}; "
+            "only scikit-learn and mptool types load, and modules named with --allow-import"
+        )
+    try:
+        model = sio.load(path, trusted=list(untrusted))
+    except Exception as exc:  # noqa: BLE001
+        detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise InputError(
+            f"{path}: cannot load the skops file ({exc.__class__.__name__}: {ui.excerpt(detail, 100)})"
+        ) from None
+    if not hasattr(model, "predict_proba") or not hasattr(model, "classes_"):
+        raise InputError(f"{path}: the model has no predict_proba or is not fitted; PDTP needs class probabilities")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return TrainedModel(model, str(path), digest)
+
+
+def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: np.ndarray, rows: np.ndarray) -> dict:
+    """How far the artefact is from A(T) on T: InputError beyond ``TRAINED_TOLERANCE``, else the figures.
+
+    ``p_spec`` are A(T)'s probabilities on ``X`` (T's records, CSV ``rows``) in the order of
+    ``classes``; the artefact must know the same classes. The dict also holds the artefact's
+    ``probabilities`` on ``X`` (classes order) and the ``model``, which are not for JSON.
+    """
+    seen = [str(c) for c in trained.model.classes_]
+    if sorted(seen) != sorted(str(c) for c in classes):
+        raise InputError(
+            f"{trained.path}: the model knows {len(seen)} class(es) but T has {len(classes)} "
+            f"({ui.listing(classes.tolist(), 5)}); it was not trained on this label"
+        )
+    try:
+        p = np.asarray(trained.model.predict_proba(X), dtype=float)
+    except Exception as exc:  # noqa: BLE001 - a model for other columns fails in many ways
+        detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise InputError(
+            f"{trained.path}: the model cannot predict T's records ({exc.__class__.__name__}: "
+            f"{ui.excerpt(detail, 100)}); it must take the spec's feature columns"
+        ) from None
+    order = [seen.index(str(c)) for c in classes]
+    p = p[:, order]
+    diff = np.abs(p - p_spec).max(axis=1)
+    other = int(np.sum(p.argmax(axis=1) != p_spec.argmax(axis=1)))
+    worst = float(diff.max()) if diff.size else 0.0
+    if not np.isfinite(p).all() or worst > TRAINED_TOLERANCE:
+        raise InputError(
+            f"{trained.path}: the model does not predict like A(T) of the spec: largest probability difference "
+            f"{worst:.3g} on T (CSV row {int(rows[int(diff.argmax())])}), {other} of {len(rows)} records get another "
+            "class; it is not the model this spec trains on this data (check the spec, the data and the seed)"
+        )
+    return {"path": trained.path, "sha256": trained.sha256, "max_abs_difference": worst,
+            "tolerance": TRAINED_TOLERANCE, "probabilities": p, "model": trained.model}
