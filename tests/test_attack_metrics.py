@@ -18,8 +18,8 @@ from mptool.attacks import metrics
 from mptool.attacks.protocol import AttackOptions, run_attack, summary_lines
 from mptool.inputs.prepare import prepare
 from mptool.inputs.spec import parse_spec
+from mptool.outputs.formats import to_csv, to_csv_exact
 from mptool.outputs.report import plots
-from mptool.outputs.results import to_csv
 
 GOLDEN = Path(__file__).parent / "data" / "attack_golden"
 
@@ -168,7 +168,7 @@ def test_attempts_csv_round_trips_scores_exactly() -> None:
     sc = rng.normal(size=(2, 2, 5)) / 3.0
     sc[0, 0, 0] = np.inf
     frame = metrics.attempts_frame(np.arange(5) * 7, member, {"a": (sc, sc > 0), "b": (-sc, sc < 0)})
-    back = pd.read_csv(pd.io.common.StringIO(metrics.attempts_csv(frame)))
+    back = pd.read_csv(pd.io.common.StringIO(to_csv_exact(frame)))
     assert (back["score"].to_numpy() == frame["score"].to_numpy()).all()
     assert back["score"].iloc[0] == 1e300  # +inf is written as the finite value the ROC used
     assert back["row"].tolist()[:5] == [0, 7, 14, 21, 28] and back["iteration"].tolist()[10] == 1

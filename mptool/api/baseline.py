@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.baseline import PreviousRun, Waiver, key_text
-from mptool.outputs.results import CSV_FLOAT_FORMAT
+from mptool.outputs.formats import CSV_FLOAT_FORMAT
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 

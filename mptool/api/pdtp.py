@@ -221,6 +221,40 @@ def coverage(
     return out
 
 
+def run_engine(
+    engine: Any, request: LooRequest, progress: Callable[[int, str], AbstractContextManager[Callable[[int], None]]]
+) -> Any:
+    """The engine's leave-one-out over ``request.positions`` with a progress bar.
+
+    A ``ValueError`` from a fit (as in :func:`mptool.inputs.prepare.fit_checked`: a fit the data
+    or the parameters make impossible, e.g. T minus one record with a single class) becomes an
+    :class:`InputError` naming the engine and the usual fix.
+    """
+    with progress(len(request.positions), f"leave-one-out ({engine.name})") as advance:
+        try:
+            return engine.run(request, advance)
+        except ValueError as exc:
+            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            raise InputError(
+                f"model: leave-one-out with engine {engine.name} failed: {first} "
+                "(T minus one record may be too small or have a single class; raise data.train_size)"
+            ) from None
+
+
+def run_facts(prep: Prepared, full_model: Any, jobs: int) -> dict[str, Any]:
+    """Summary keys on the run itself: T's size, classes, estimator, bin size, A(T)'s accuracy on T, jobs."""
+    spec, T = prep.spec, prep.train
+    return {
+        "n_train": T.n,
+        "rows_dropped_missing": prep.population.dropped_missing,
+        "classes": prep.classes.tolist(),
+        "estimator": prep.choice.name,
+        "bin_size": spec.output.bin_size,
+        "train_accuracy": float(np.mean(full_model.predict(T.X) == T.y)),
+        "jobs": jobs,
+    }
+
+
 def run_pdtp(
     prep: Prepared,
     options: PdtpOptions,
@@ -239,9 +273,7 @@ def run_pdtp(
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template)
     full_model = fit_checked(prep.template, T)
-    shipped = dict(prep.trained) if prep.trained is not None else None  # checked in prepare_pdtp
-    if shipped is not None:
-        shipped.pop("model")
+    shipped = {k: v for k, v in prep.trained.items() if k != "model"} if prep.trained is not None else None
     t_fit = time.perf_counter()
     jobs = resolve_jobs(options.jobs)
     request = LooRequest(
@@ -249,15 +281,7 @@ def run_pdtp(
         order=options.order,
         stop_on=violation_rule(options.threshold, spec.output.bin_size, options.gate, options.fail_fast),
     )
-    with progress(len(positions), f"leave-one-out ({engine.name})") as advance:
-        try:
-            result = engine.run(request, advance)
-        except ValueError as exc:  # as in prepare.fit_checked: a fit the data or params make impossible
-            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
-            raise InputError(
-                f"model: leave-one-out with engine {engine.name} failed: {first} "
-                "(T minus one record may be too small or have a single class; raise data.train_size)"
-            ) from None
+    result = run_engine(engine, request, progress)
     requested = len(positions)
     request, result, stopped = keep_reported(request, result)
     positions = request.positions
@@ -273,29 +297,19 @@ def run_pdtp(
     for name, column in beyond.items():
         table[name] = column
     t_noise = time.perf_counter()
-    floor_options = options  # a stopped run measures the floor on the records it reports
-    if stopped is not None and options.noise_floor is not None:
-        floor_options = replace(options, noise_floor=min(options.noise_floor, len(positions)))
-    noise, above = _noise_floor(prep, floor_options, request, gated, progress)
+    noise, above = _noise_floor(prep, options, request, gated, progress, stopped is not None)
     t_noise = time.perf_counter() - t_noise
     if above is not None:
         table["above_noise_floor"] = above
     table["fingerprint"] = fingerprints(T.take(positions), key)
 
-    train_acc = float(np.mean(full_model.predict(T.X) == T.y))
     summary: dict[str, Any] = summarize(table["pdtp"], options.threshold, table["pdtp_raw"], options.gate)
     summary.update(
         {
             "engine": result.engine,
             "dtp": dtp_summary,
             "noise_floor": noise,
-            "n_train": T.n,
-            "rows_dropped_missing": prep.population.dropped_missing,
-            "classes": prep.classes.tolist(),
-            "estimator": prep.choice.name,
-            "bin_size": bin_size,
-            "train_accuracy": train_acc,
-            "jobs": jobs,
+            **run_facts(prep, full_model, jobs),
             "timings": {
                 "fit_full_s": round(t_fit - t0, 4),
                 "leave_one_out_s": round(t_loo - t_fit, 4),
@@ -318,10 +332,16 @@ def _noise_floor(
     request: LooRequest,
     gated: np.ndarray,
     progress: Callable[[int, str], AbstractContextManager[Callable[[int], None]]],
+    stopped: bool = False,
 ) -> tuple[dict[str, Any], np.ndarray | None]:
-    """Measure the noise floor (:mod:`mptool.privacy.noise`) when it applies; its summary and column."""
+    """Measure the noise floor (:mod:`mptool.privacy.noise`) when it applies; its summary and column.
+
+    A run that ``stopped`` (``--fail-fast``) measures it on the records it reports, at most.
+    """
     T = prep.train
     positions = request.positions
+    if stopped and options.noise_floor is not None:
+        options = replace(options, noise_floor=min(options.noise_floor, len(positions)))
     k, dependence = noise_floor_records(prep.template, options.noise_floor, len(positions))
     floor = None
     if k > 0:

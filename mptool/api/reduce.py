@@ -565,7 +565,7 @@ def clean_text(data_path: str, rows: np.ndarray, gzip_it: bool, read: Any = None
     import gzip
 
     from mptool.inputs.data import read_rows_verbatim
-    from mptool.outputs.results import CSV_FLOAT_FORMAT
+    from mptool.outputs.formats import CSV_FLOAT_FORMAT
 
     frame = read_rows_verbatim(data_path, rows, read)
     sep = read.separator if read is not None else ","

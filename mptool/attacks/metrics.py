@@ -165,9 +165,6 @@ def attempts_frame(
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(ATTEMPT_COLUMNS))
 
 
-def attempts_csv(frame: pd.DataFrame) -> str:
-    """attempts.csv text; scores in Python's shortest round-trip form, so metrics recompute exactly."""
-    return frame.to_csv(index=False, lineterminator="\n")
 
 
 def strongest_attack(attacks: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

@@ -135,12 +135,12 @@ def attack(
     """
     from mptool.api.operations import attack as run
     from mptool.api.operations import with_trained
-    from mptool.attacks.metrics import attempts_csv
     from mptool.attacks.plan import resolve_candidates
     from mptool.attacks.protocol import parse_attacks, summary_lines
     from mptool.inputs.prepare import prepare
     from mptool.inputs.spec import load_spec
-    from mptool.outputs.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
+    from mptool.outputs.formats import OutputFile, records_for_json, write_files
+    from mptool.outputs.results import default_out_dir, prepare_out_dir
     from mptool.runtime.parallel import check_backend
 
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
@@ -179,11 +179,14 @@ def attack(
     )
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     document = {"summary": summary, "attacks": dict(result.attacks), "records": records_for_json(result.table)}
-    write_atomic(out_dir / "attack.csv", to_csv(result.table))
-    write_atomic(out_dir / "attack.json", to_json(document))
-    write_atomic(out_dir / "attempts.csv", attempts_csv(result.attempts))
+    files = [
+        OutputFile("attack.csv", "csv", result.table),
+        OutputFile("attack.json", "json", document),
+        OutputFile("attempts.csv", "csv-exact", result.attempts),
+    ]
     if "junit" in formats:
-        ci.write_junit(out_dir, "mptool attack", ci.attack_cases(summary), float(summary["timings"]["total_s"]))
+        files.append(ci.junit_file("mptool attack", ci.attack_cases(summary), float(summary["timings"]["total_s"])))
+    write_files(out_dir, files)
     opener.finish("task(s)")
     for note in result.notes[len(prep.notes):]:
         ui.info(note, quiet)

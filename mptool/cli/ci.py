@@ -17,7 +17,8 @@ import typer
 
 from mptool.api.baseline import DEFAULT_TOLERANCE, GateOutcome, check_unique_ids
 from mptool.inputs.baseline import PreviousRun, Waiver
-from mptool.outputs.junit import GateCase, junit_xml, record_lines
+from mptool.outputs.formats import JunitSuite, OutputFile
+from mptool.outputs.junit import GateCase, record_lines
 from mptool.runtime import ui
 
 FormatOpt = Annotated[
@@ -131,13 +132,9 @@ def print_gate(outcome: GateOutcome, id_column: bool, quiet: bool) -> None:
     ui.echo(gate_line(outcome), limit=None)
 
 
-def write_junit(out_dir: Path, suite: str, cases: list[GateCase], seconds: float, stdout: str = "") -> Path:
-    """DIR/junit.xml with ``cases`` (through :func:`mptool.outputs.results.write_atomic`)."""
-    from mptool.outputs.results import write_atomic
-
-    path = out_dir / "junit.xml"
-    write_atomic(path, junit_xml(suite, cases, seconds, stdout))
-    return path
+def junit_file(suite: str, cases: list[GateCase], seconds: float, stdout: str = "") -> OutputFile:
+    """DIR/junit.xml holding ``cases``, written with the run's other files (:mod:`mptool.outputs.formats`)."""
+    return OutputFile("junit.xml", "junit", JunitSuite(suite, tuple(cases), float(seconds), stdout))
 
 
 def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcome | None) -> list[GateCase]:

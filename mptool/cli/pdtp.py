@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -150,66 +150,79 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
     out_console.print(ui.safe_line(line, None), style=style)
 
 
+# pdtp's own flags, declared once here so that the command's signature reads as a list of flags.
+OutOpt = Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/pdtp-TIMESTAMP].")]
+RecordsOpt = Annotated[str | None, typer.Option(help="Only these CSV rows, e.g. 0,5,9 (must be in T).")]
+SampleOpt = Annotated[int | None, typer.Option(help="Only K records of T, drawn with the seed.")]
+GateOpt = Annotated[
+    str,
+    typer.Option(
+        help="Scale of the DTP-1 verdict: binned (the paper's binned PDTP) or raw (unbinned PDTP, "
+        "which bin-edge steps do not trip)."
+    ),
+]
+NoiseFloorOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--noise-floor",
+        help="Records refitted with their row moved to the end of T (true influence 0) to measure training "
+        "noise [default: 20 when the fit depends on row order (MLP, SGD, bootstrap), else 0].",
+    ),
+]
+FailFastOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fail-fast",
+        help="Refit engine: stop at the first confirmed violator (exit 1; pdtp.csv then holds the records "
+        "refitted up to it, pdtp.json says complete: false). A passing run still refits every record. "
+        "Exact engines compute every record at once and report all.",
+    ),
+]
+OrderOpt = Annotated[
+    str, typer.Option(help="Refit engine's order: risk (records the screen ranks riskiest first) or row.")
+]
+QueriesOpt = Annotated[
+    str,
+    typer.Option(
+        help="Query points of the DTP estimate: self (PDTP, x_t only), train (every record of T, "
+        "as IBM ART) or a CSV file with the feature columns; adds column dtp_queries."
+    ),
+]
+TrainedOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="The shipped model, saved with skops.io.dump (never pickle): checked to predict like A(T) of the "
+        "spec on T, then audited (its probabilities stand for A(T)'s)."
+    ),
+]
+JsonRecordsOpt = Annotated[
+    bool, typer.Option("--json-records", help="Also put every record in pdtp.json (by default only in pdtp.csv).")
+]
+ForceOpt = Annotated[bool, typer.Option(help="Overwrite results already in --out.")]
+
+
 @app.command(epilog=EXIT_CODES_HELP)
 def pdtp(
     data: DataArg = None,
     model: ModelOpt = None,
-    out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/pdtp-TIMESTAMP].")] = None,
+    out: OutOpt = None,
     jobs: JobsOpt = 0,
     threshold: ThresholdOpt = 1.0,
     train_size: TrainSizeOpt = None,
     seed: SeedOpt = None,
     bin_size: BinSizeOpt = None,
-    records: Annotated[str | None, typer.Option(help="Only these CSV rows, e.g. 0,5,9 (must be in T).")] = None,
-    sample: Annotated[int | None, typer.Option(help="Only K records of T, drawn with the seed.")] = None,
+    records: RecordsOpt = None,
+    sample: SampleOpt = None,
     engine: EngineOpt = "auto",
-    gate: Annotated[
-        str,
-        typer.Option(
-            help="Scale of the DTP-1 verdict: binned (the paper's binned PDTP) or raw (unbinned PDTP, "
-            "which bin-edge steps do not trip)."
-        ),
-    ] = "binned",
-    noise_floor: Annotated[
-        int | None,
-        typer.Option(
-            "--noise-floor",
-            help="Records refitted with their row moved to the end of T (true influence 0) to measure training "
-            "noise [default: 20 when the fit depends on row order (MLP, SGD, bootstrap), else 0].",
-        ),
-    ] = None,
-    fail_fast: Annotated[
-        bool,
-        typer.Option(
-            "--fail-fast",
-            help="Refit engine: stop at the first confirmed violator (exit 1; pdtp.csv then holds the records "
-            "refitted up to it, pdtp.json says complete: false). A passing run still refits every record. "
-            "Exact engines compute every record at once and report all.",
-        ),
-    ] = False,
-    order: Annotated[
-        str,
-        typer.Option(help="Refit engine's order: risk (records the screen ranks riskiest first) or row."),
-    ] = "risk",
-    queries: Annotated[
-        str,
-        typer.Option(
-            help="Query points of the DTP estimate: self (PDTP, x_t only), train (every record of T, "
-            "as IBM ART) or a CSV file with the feature columns; adds column dtp_queries."
-        ),
-    ] = "self",
+    gate: GateOpt = "binned",
+    noise_floor: NoiseFloorOpt = None,
+    fail_fast: FailFastOpt = False,
+    order: OrderOpt = "risk",
+    queries: QueriesOpt = "self",
     allow_import: AllowImportOpt = None,
-    trained: Annotated[
-        Path | None,
-        typer.Option(
-            help="The shipped model, saved with skops.io.dump (never pickle): checked to predict like A(T) of the "
-            "spec on T, then audited (its probabilities stand for A(T)'s)."
-        ),
-    ] = None,
-    json_records: Annotated[
-        bool, typer.Option("--json-records", help="Also put every record in pdtp.json (by default only in pdtp.csv).")
-    ] = False,
-    force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
+    trained: TrainedOpt = None,
+    json_records: JsonRecordsOpt = False,
+    force: ForceOpt = False,
     quiet: QuietOpt = False,
     backend: BackendOpt = "loky",
     scheduler: SchedulerOpt = None,
@@ -235,17 +248,13 @@ def pdtp(
     from mptool.api.operations import prepare_pdtp
     from mptool.api.pdtp import PdtpOptions
     from mptool.inputs.spec import load_spec
-    from mptool.outputs.results import default_out_dir, prepare_out_dir, records_for_json, to_csv, to_json, write_atomic
+    from mptool.outputs.results import default_out_dir, prepare_out_dir
     from mptool.runtime.parallel import check_backend
 
-    flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
-    flags.check_pdtp_flags(
-        threshold=threshold, train_size=train_size, sample=sample, gate=gate, noise_floor=noise_floor,
-        baseline_or_waivers=baseline is not None or waivers is not None, order=order, fail_fast=fail_fast,
-        trained=trained,
+    formats = check_pdtp_cli_flags(
+        jobs, scheduler, seed, bin_size, allow_import, threshold, train_size, sample, gate, noise_floor, order,
+        fail_fast, trained, baseline, baseline_tolerance, waivers, format,
     )
-    formats = flags.check_ci_flags(formats=format, tolerance=baseline_tolerance, baseline=baseline, waivers=waivers)
-    flags.check_fail_fast_gate(fail_fast, baseline, waivers)
     data_path, spec_path = resolve_inputs(data, model, "pdtp", quiet)
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
@@ -268,23 +277,50 @@ def pdtp(
         ui.warn(note)
     start = f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}"
     opener = CheckpointOpener(out_dir, resume, force, start, quiet)
-
     result = run(
         data_path, spec, threshold=threshold, records=rows, sample=sample, jobs=jobs or None, engine=engine,
         queries=queries, gate=gate, noise_floor=noise_floor, backend=backend, scheduler=scheduler, trained=trained,
         progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep, fail_fast=fail_fast, order=order,
     )
+    return finish_pdtp(result, spec, out_dir, opener, gate_inputs, formats, json_records, quiet)
+
+
+def check_pdtp_cli_flags(
+    jobs: int, scheduler: str | None, seed: int | None, bin_size: float | None, allow_import: list[str] | None,
+    threshold: float, train_size: int | None, sample: int | None, gate: str, noise_floor: int | None, order: str,
+    fail_fast: bool, trained: Path | None, baseline: Path | None, tolerance: float, waivers: Path | None, fmt: str,
+) -> tuple[str, ...]:
+    """Every pdtp flag checked (:mod:`mptool.inputs.options`) before any file is read; the output formats."""
+    flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
+    flags.check_pdtp_flags(
+        threshold=threshold, train_size=train_size, sample=sample, gate=gate, noise_floor=noise_floor,
+        baseline_or_waivers=baseline is not None or waivers is not None, order=order, fail_fast=fail_fast,
+        trained=trained,
+    )
+    formats = flags.check_ci_flags(formats=fmt, tolerance=tolerance, baseline=baseline, waivers=waivers)
+    flags.check_fail_fast_gate(fail_fast, baseline, waivers)
+    return formats
+
+
+def finish_pdtp(
+    result: Any, spec: Any, out_dir: Path, opener: CheckpointOpener, gate_inputs: Any, formats: tuple[str, ...],
+    json_records: bool, quiet: bool,
+) -> int:
+    """After the run: the baseline/waiver gate, pdtp.csv, pdtp.json (junit.xml), terminal lines, exit code."""
+    from mptool.outputs.formats import OutputFile, records_for_json, write_files
+
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir), "records_file": "pdtp.csv"}
     table = result.table.copy()
-    outcome = ci.apply_gate(table, summary, threshold, gate_inputs)
+    outcome = ci.apply_gate(table, summary, result.summary["threshold"], gate_inputs)
     if outcome is not None:
         summary["baseline"] = outcome.block
     doc = {"summary": summary, **({"records": records_for_json(table)} if json_records else {})}
-    write_atomic(out_dir / "pdtp.csv", to_csv(table))
-    write_atomic(out_dir / "pdtp.json", to_json(doc))
+    files = [OutputFile("pdtp.csv", "csv", table), OutputFile("pdtp.json", "json", doc)]
     if "junit" in formats:
-        ci.write_junit(out_dir, "mptool pdtp", ci.pdtp_cases(summary, table, outcome), summary["timings"]["total_s"])
+        cases = ci.pdtp_cases(summary, table, outcome)
+        files.append(ci.junit_file("mptool pdtp", cases, summary["timings"]["total_s"]))
+    write_files(out_dir, files)
     opener.finish("record(s)")
     print_pdtp_summary(dict(result.summary), result.table, quiet)
     if outcome is not None:

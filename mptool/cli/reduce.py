@@ -77,14 +77,8 @@ def reduce_dtp(
     from mptool.api.reduce import write_clean as write_clean_csv
     from mptool.inputs.prepare import prepare
     from mptool.inputs.spec import load_spec
-    from mptool.outputs.results import (
-        check_output_file,
-        default_out_dir,
-        prepare_out_dir,
-        to_csv,
-        to_json,
-        write_atomic,
-    )
+    from mptool.outputs.formats import OutputFile, write_files
+    from mptool.outputs.results import check_output_file, default_out_dir, prepare_out_dir
     from mptool.runtime.parallel import check_backend
 
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
@@ -121,11 +115,11 @@ def reduce_dtp(
             ui.warn(note)
     document = {**outcome.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     document["trace"] = document.pop("trace")  # the long list last
-    write_atomic(out_dir / "reduce.csv", to_csv(outcome.table))
-    write_atomic(out_dir / "reduce.json", to_json(document))
+    files = [OutputFile("reduce.csv", "csv", outcome.table), OutputFile("reduce.json", "json", document)]
     if "junit" in formats:
         cases = ci.reduce_cases(outcome.summary, outcome.table)
-        ci.write_junit(out_dir, "mptool reduce-dtp", cases, float(outcome.summary["timings"]["total_s"]))
+        files.append(ci.junit_file("mptool reduce-dtp", cases, float(outcome.summary["timings"]["total_s"])))
+    write_files(out_dir, files)
     opener.finish("task(s)")
     print_trace(outcome, quiet)
     ui.info(f"results: {out_dir / 'reduce.csv'}, {out_dir / 'reduce.json'}", quiet)

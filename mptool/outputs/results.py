@@ -1,4 +1,4 @@
-"""Writing results: output directories, atomic CSV/JSON files, and the run manifest.
+"""Writing results: output directories, atomic files, and the run manifest (formats: :mod:`.formats`).
 
 Every file is written under a temporary name in the target directory and renamed into
 place, so a reader never sees a half-written result. The rules of what a run may write
@@ -15,8 +15,6 @@ live here, checked before any work starts (exit 2 otherwise):
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import platform
 import sys
@@ -26,9 +24,6 @@ from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import pandas as pd
 
 from mptool import __version__
 from mptool.runtime import lock as run_lock
@@ -41,8 +36,6 @@ TRACKED_PACKAGES = ("numpy", "pandas", "scikit-learn", "scipy", "joblib", "pydan
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
-#: Float format of per-record CSV files (12 significant digits: stable across platforms).
-CSV_FLOAT_FORMAT = "%.12g"
 #: Name of the checkpoint folder inside an output folder (see mptool.runtime.checkpoint).
 CHECKPOINT_DIR = ".checkpoint"
 
@@ -197,37 +190,6 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [_jsonable(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
-def to_json(obj: Any) -> str:
-    """Deterministic JSON text (NaN/inf become null)."""
-    return json.dumps(_jsonable(obj), indent=2, sort_keys=False, allow_nan=False) + "\n"
-
-
-def to_csv(frame: pd.DataFrame) -> str:
-    """Per-record CSV text in mptool's float format."""
-    return frame.to_csv(index=False, float_format=CSV_FLOAT_FORMAT, lineterminator="\n")
-
-
-def records_for_json(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows of a per-record frame as JSON-ready dicts."""
-    return [_jsonable(r) for r in frame.to_dict(orient="records")]
 
 
 def versions() -> dict[str, str]:

@@ -209,24 +209,7 @@ def run_tasks(
             on_done(i, r)
 
     name = check_backend(backend)
-    todo = list(range(len(tasks)))
-    ckpt = _active.get("checkpoint")
-    if ckpt is not None and tasks:
-        call = _active["calls"]
-        _active["calls"] = call + 1
-        prints = [task_fingerprint(fn, args) for args in tasks]
-        saved = ckpt.load_tasks(call)
-        for i in todo:
-            if (i, prints[i]) in saved:
-                finished(i, saved[(i, prints[i])])
-        todo = [i for i in todo if (i, prints[i]) not in saved]
-        if len(todo) < len(tasks):
-            ckpt.reused[f"task-{call:05d}"] = len(tasks) - len(todo)
-        record = finished
-
-        def finished(i: int, r: Any) -> None:  # noqa: F811 - save, then report as before
-            ckpt.save_task(call, i, prints[i], r)
-            record(i, r)
+    todo, finished = _resume_saved(fn, tasks, finished)
 
     def accept(i: int, r: Any) -> None:
         with signals.deferred():
@@ -244,6 +227,38 @@ def run_tasks(
             raise signals.Interrupted(signals.received()) from exc
         raise
     return out
+
+
+def _resume_saved(
+    fn: Callable[..., Any], tasks: list[tuple[Any, ...]], finished: Callable[[int, Any], None]
+) -> tuple[list[int], Callable[[int, Any], None]]:
+    """The task indices still to run, and the callback for each finished task.
+
+    Outside :func:`checkpointing`: every index, and ``finished`` itself. Inside: the tasks this
+    call of :func:`run_tasks` saved before (same call number, same task fingerprint) are
+    reported through ``finished`` now and left out; the callback returned saves each new
+    result in the checkpoint before reporting it.
+    """
+    todo = list(range(len(tasks)))
+    ckpt = _active.get("checkpoint")
+    if ckpt is None or not tasks:
+        return todo, finished
+    call = _active["calls"]
+    _active["calls"] = call + 1
+    prints = [task_fingerprint(fn, args) for args in tasks]
+    saved = ckpt.load_tasks(call)
+    for i in todo:
+        if (i, prints[i]) in saved:
+            finished(i, saved[(i, prints[i])])
+    todo = [i for i in todo if (i, prints[i]) not in saved]
+    if len(todo) < len(tasks):
+        ckpt.reused[f"task-{call:05d}"] = len(tasks) - len(todo)
+
+    def save_then_report(i: int, r: Any) -> None:
+        ckpt.save_task(call, i, prints[i], r)
+        finished(i, r)
+
+    return todo, save_then_report
 
 
 def _consume(results: Iterator[tuple[int, Any]], finished: Callable[[int, Any], None]) -> None:

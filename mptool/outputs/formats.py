@@ -1,0 +1,136 @@
+"""Every result file mptool writes, behind one interface: a named format renders a payload to text.
+
+A command says what it writes as a list of :class:`OutputFile` (file name, format, payload) and
+hands it to :func:`write_files`, which renders every file first and only then writes each one
+atomically (:func:`mptool.outputs.results.write_atomic`, looked up at each call). A payload that fails to render (a
+value JSON cannot hold, a broken frame) therefore leaves no result of the run half-updated:
+either every file of the run is replaced or none is.
+
+The formats (:data:`FORMATS`):
+
+- ``csv``: a per-record DataFrame, floats in :data:`CSV_FLOAT_FORMAT` (12 significant digits,
+  stable across platforms);
+- ``csv-exact``: a DataFrame with floats in Python's shortest round-trip form (attempts.csv, so
+  every attack metric recomputes exactly from it);
+- ``json``: any mapping of plain values, NumPy scalars and arrays, paths; NaN and inf become
+  null; keys keep their order, so the same run gives the same bytes;
+- ``junit``: a :class:`JunitSuite` (JUnit XML for CI test reporters, :mod:`mptool.outputs.junit`);
+- ``text``: a string already rendered (the HTML and Markdown report, whose templates live in
+  :mod:`mptool.outputs.report`).
+
+Adding a format (Parquet, say) is one renderer and one entry in :data:`FORMATS`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mptool.outputs.junit import GateCase, junit_xml
+from mptool.outputs import results
+
+#: Float format of per-record CSV files (12 significant digits: stable across platforms).
+CSV_FLOAT_FORMAT = "%.12g"
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON values: NumPy scalars and arrays unpacked, paths as text, NaN/inf as None."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def to_json(obj: Any) -> str:
+    """Deterministic JSON text (NaN/inf become null)."""
+    return json.dumps(jsonable(obj), indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    """Per-record CSV text in mptool's float format."""
+    return frame.to_csv(index=False, float_format=CSV_FLOAT_FORMAT, lineterminator="\n")
+
+
+def to_csv_exact(frame: pd.DataFrame) -> str:
+    """CSV text with floats in Python's shortest round-trip form (nothing lost in the file)."""
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def records_for_json(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows of a per-record frame as JSON-ready dicts."""
+    return [jsonable(r) for r in frame.to_dict(orient="records")]
+
+
+@dataclass(frozen=True)
+class JunitSuite:
+    """The payload of a ``junit`` file: one test suite of gate cases."""
+
+    name: str
+    cases: Sequence[GateCase]
+    seconds: float = 0.0
+    stdout: str = ""
+
+
+def _junit(suite: JunitSuite) -> str:
+    return junit_xml(suite.name, suite.cases, suite.seconds, suite.stdout)
+
+
+def _text(text: str | bytes) -> str | bytes:
+    if not isinstance(text, str | bytes):
+        raise TypeError(f"a text output needs str or bytes, got {type(text).__name__}")
+    return text
+
+
+#: Format name -> renderer (payload -> file content).
+FORMATS: dict[str, Callable[[Any], str | bytes]] = {
+    "csv": to_csv,
+    "csv-exact": to_csv_exact,
+    "json": to_json,
+    "junit": _junit,
+    "text": _text,
+}
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """One result file: its name inside the output folder, its format and what it holds."""
+
+    name: str
+    format: str
+    payload: Any
+
+
+def render(file: OutputFile) -> str | bytes:
+    """The content of ``file`` in its format."""
+    try:
+        renderer = FORMATS[file.format]
+    except KeyError:
+        raise ValueError(f"unknown output format {file.format!r} (known: {', '.join(FORMATS)})") from None
+    return renderer(file.payload)
+
+
+def write_files(out_dir: Path, files: Sequence[OutputFile]) -> list[Path]:
+    """Render every file of ``files``, then write each into ``out_dir`` atomically; the paths written.
+
+    Rendering all before writing any means an error in one payload replaces none of the files.
+    """
+    rendered = [(out_dir / f.name, render(f)) for f in files]
+    for path, content in rendered:
+        results.write_atomic(path, content)
+    return [path for path, _ in rendered]
