@@ -234,15 +234,18 @@ def pdtp(
 ) -> int:
     """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
 
-    Writes DIR/pdtp.csv (one row per record: row, [id], label, pdtp, pdtp_raw, worst_class,
-    p_full, p_loo, violation, bin_edge, ..., fingerprint) and DIR/pdtp.json (summary and run
-    manifest; the records too with --json-records). DATA may be CSV, CSV.gz or Parquet (see
+    Writes DIR/pdtp.csv, one row per record: row, [id], label, pdtp, pdtp_raw, worst_class,
+    p_full, p_loo, violation, bin_edge, dtp_upper, dtp_upper_binned, dtp_upper_vacuous,
+    [dtp_queries] (with --queries train|FILE), [above_noise_floor] (when a noise floor is
+    measured), fingerprint, [baseline_status, baseline_pdtp] (with --baseline), [waived] (with
+    --waivers); and DIR/pdtp.json (summary and run manifest; the records too with
+    --json-records). DATA may be CSV, CSV.gz or Parquet (see
     data.read in the spec). With no arguments, audits the bundled UCI Adult data with
     configs/adult-nb.yaml.
 
     With --baseline, only records new or worse than the baseline run count (exit 1); with
-    --waivers, waived records do not count until their waiver expires. pdtp.json then has a
-    'baseline' block, pdtp.csv the columns baseline_status, baseline_pdtp and waived.
+    --waivers, waived records do not count until their waiver expires; pdtp.json then has a
+    'baseline' block.
     """
     from mptool.api.operations import pdtp as run
     from mptool.api.operations import prepare_pdtp
