@@ -70,7 +70,8 @@ ALLOW_IMPORT_TEXT = (
     "sklearn.svm.SVC with params {probability: true}), with the refit engine and no DTP bound. "
     "Classes outside sklearn need --allow-import MODULE, which runs that module's code: name only packages you trust. "
     "LightGBM (tested): model.estimator lightgbm.LGBMClassifier, --allow-import lightgbm, "
-    "params {deterministic: true, force_row_wise: true, n_jobs: 1, verbose: -1}; random_state is set to the "
-    "spec's seed. XGBoost (not tested here: its wheel is large): xgboost.XGBClassifier, --allow-import xgboost, "
-    "params {n_jobs: 1, tree_method: exact}; random_state is set to the seed."
+    "params {n_jobs: 1} (one thread: the same trees for any --jobs); random_state is set to the spec's seed. "
+    "Only parameters of the class's get_params() are accepted: LightGBM's pass-through keywords (verbose, "
+    "deterministic) are refused by name. XGBoost (not tested here: its wheel is large): xgboost.XGBClassifier, "
+    "--allow-import xgboost, params {n_jobs: 1, tree_method: exact}; random_state is set to the seed."
 )

@@ -17,6 +17,9 @@ from typing import Any
 import numpy as np
 
 from mptool.api.pdtp import PdtpOptions, select_positions
+from mptool.attacks import DEFAULT_SHADOW_POOL
+from mptool.attacks.plan import Needs, count_fits, resolve_candidates
+from mptool.attacks.protocol import AttackOptions
 from mptool.inputs.data import Records, is_parquet
 from mptool.inputs.models import column_uses
 from mptool.inputs.prepare import Prepared, fit_checked, prepare
@@ -28,10 +31,8 @@ from mptool.privacy.stability import stability_bound
 TIMING_BUDGET_S = 0.6
 #: Size of the subset of T the fits and an exact engine's leave-one-out are timed on (times scale up to |T|).
 TIMING_RECORDS = 100
-#: Default attack options (``mptool attack``'s defaults), used for the attack estimate.
-ATTACK_DEFAULTS = {
-    "candidates": 2000, "iterations": 10, "targets": 100, "shadows": 20, "pairs": 5, "pdtp_iterations": 10,
-}
+#: ``mptool attack``'s default options (every attack, a shadow pool of DEFAULT_SHADOW_POOL): the attack estimate.
+ATTACK_DEFAULTS = AttackOptions(shadow_pool=DEFAULT_SHADOW_POOL, auto_pool=True, candidates=None)
 #: Default ``--max-removals`` of reduce-dtp.
 REDUCE_STEPS = 50
 
@@ -119,19 +120,30 @@ def _commands(prep: Prepared, engine: Any, t_fit: float, per_record: float, jobs
             f"at most {REDUCE_STEPS} removal steps (--max-removals), each a full PDTP of the records left",
         )
     )
-    a = ATTACK_DEFAULTS
-    size = min(a["candidates"], prep.population.n) // 2
-    scale = size / max(T.n, 1)  # fits grow about linearly with the training-set size
-    fits = 2 * a["iterations"] + a["shadows"] + 2 * a["pairs"] * a["targets"] * a["iterations"]
-    fits += 2 * a["pdtp_iterations"] + (0 if exact else a["pdtp_iterations"] * a["targets"])
-    out.append(
-        CommandPlan(
-            "attack", engine.name, fits, fits * t_fit * scale / jobs,
-            f"default options: {a['iterations']} iterations, {a['targets']} targets, {a['pairs']} shadow pairs "
-            f"per target and iteration, training sets of {size} records",
-        )
-    )
+    out.append(attack_plan(prep, engine.name, exact, t_fit, jobs))
     return out
+
+
+def attack_plan(prep: Prepared, engine: str, exact: bool, t_fit: float, jobs: int) -> CommandPlan:
+    """Fit count and estimated seconds of ``mptool attack`` with its defaults (:mod:`mptool.attacks.plan`).
+
+    The counts are :func:`mptool.attacks.plan.count_fits` of the default options (every attack,
+    a pool of :data:`~mptool.attacks.DEFAULT_SHADOW_POOL` shadow models, |D| = 2 x data.train_size);
+    the time scales the one timed fit on T to the target models' training-set size. The attack
+    classifiers and a pool grown to cover every target are left out: ``mptool attack`` prints its
+    own, fuller plan line before it starts.
+    """
+    a = ATTACK_DEFAULTS
+    n_cand, _ = resolve_candidates(None, prep.spec.data.train_size, prep.population.n)
+    size = n_cand // 2
+    needs = Needs(evidence=True, general=False, synthetic=False, untargeted=True, pdtp=True, refit_pdtp=not exact)
+    fits = sum(count_fits(a, needs).values())
+    scale = size / max(prep.train.n, 1)  # fits grow about linearly with the training-set size
+    return CommandPlan(
+        "attack", engine, fits, fits * t_fit * scale / jobs,
+        f"default options: {a.iterations} iterations, {a.targets} targets, a pool of {a.shadow_pool} shadow "
+        f"models, training sets of {size} records (the attack prints its own plan line)",
+    )
 
 
 def check_plan(

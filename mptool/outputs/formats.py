@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool.outputs.junit import GateCase, junit_xml
 from mptool.outputs import results
+from mptool.outputs.junit import GateCase, junit_xml
 
 #: Float format of per-record CSV files (12 significant digits: stable across platforms).
 CSV_FLOAT_FORMAT = "%.12g"
