@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -36,28 +36,35 @@ REDUCE_EXIT_HELP = (
 )
 
 
+OutOpt = Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/reduce-TIMESTAMP].")]
+MaxRemovalsOpt = Annotated[int, typer.Option(help="Removal budget: steps in the trace.")]
+StrategyOpt = Annotated[str, typer.Option(help="greedy (the paper's) or lookahead:K.")]
+WriteCleanOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Write T minus the best prefix (the lowest-maximum one if DTP-1 is not reached) here, "
+        "in the input's columns and cell text; a .gz name compresses."
+    ),
+]
+ForceOpt = Annotated[bool, typer.Option(help="Overwrite results already in --out and --write-clean.")]
+
+
 @app.command("reduce-dtp", epilog=REDUCE_EXIT_HELP)
 def reduce_dtp(
     data: DataArg = None,
     model: ModelOpt = None,
-    out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/reduce-TIMESTAMP].")] = None,
+    out: OutOpt = None,
     threshold: ThresholdOpt = 1.0,
-    max_removals: Annotated[int, typer.Option(help="Removal budget: steps in the trace.")] = 50,
-    strategy: Annotated[str, typer.Option(help="greedy (the paper's) or lookahead:K.")] = "greedy",
-    write_clean: Annotated[
-        Path | None,
-        typer.Option(
-            help="Write T minus the best prefix (the lowest-maximum one if DTP-1 is not reached) here, "
-            "in the input's columns and cell text; a .gz name compresses."
-        ),
-    ] = None,
+    max_removals: MaxRemovalsOpt = 50,
+    strategy: StrategyOpt = "greedy",
+    write_clean: WriteCleanOpt = None,
     jobs: JobsOpt = 0,
     train_size: TrainSizeOpt = None,
     seed: SeedOpt = None,
     bin_size: BinSizeOpt = None,
     engine: EngineOpt = "auto",
     allow_import: AllowImportOpt = None,
-    force: Annotated[bool, typer.Option(help="Overwrite results already in --out and --write-clean.")] = False,
+    force: ForceOpt = False,
     quiet: QuietOpt = False,
     backend: BackendOpt = "loky",
     scheduler: SchedulerOpt = None,
@@ -73,11 +80,9 @@ def reduce_dtp(
     (train_size null): 'mptool pdtp CLEAN.csv --model DIR/clean-spec.yaml' reproduces best_max.
     """
     from mptool.api.operations import reduce_dtp as run
-    from mptool.api.reduce import parse_strategy, print_trace
-    from mptool.api.reduce import write_clean as write_clean_csv
+    from mptool.api.reduce import parse_strategy
     from mptool.inputs.prepare import prepare
     from mptool.inputs.spec import load_spec
-    from mptool.outputs.formats import OutputFile, write_files
     from mptool.outputs.results import check_output_file, default_out_dir, prepare_out_dir
     from mptool.runtime.parallel import check_backend
 
@@ -107,7 +112,19 @@ def reduce_dtp(
         engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep,
     )
-    outcome = result.outcome
+    return finish_reduce(result.outcome, prep, spec, out_dir, write_clean, formats, opener, quiet)
+
+
+def finish_reduce(
+    outcome: Any, prep: Any, spec: Any, out_dir: Path, write_clean: Path | None, formats: tuple[str, ...],
+    opener: CheckpointOpener, quiet: bool,
+) -> int:
+    """After the search: the cleaned CSV and its spec (--write-clean), reduce.csv, reduce.json (junit.xml),
+    the trace on the terminal and the exit code (0 when DTP-1 was reached)."""
+    from mptool.api.reduce import print_trace
+    from mptool.api.reduce import write_clean as write_clean_csv
+    from mptool.outputs.formats import OutputFile, write_files
+
     assert outcome is not None
     if write_clean is not None:
         outcome.summary["clean"] = write_clean_csv(prep, outcome, write_clean, out_dir / "clean-spec.yaml")

@@ -20,33 +20,41 @@ REPORT_EXIT_HELP = (
 )
 
 
+ResultsArg = Annotated[Path | None, typer.Argument(help="The --out directory of pdtp / attack / reduce-dtp runs.")]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option(help="Report file; '-' prints to stdout [default: RESULTS_DIR/report.html or report.md]."),
+]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="html, md (GitHub Markdown) or both.")]
+TopOpt = Annotated[int, typer.Option(help="Riskiest records listed.")]
+ShowValuesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--show-values",
+        help="HTML only: add the riskiest records' feature values and ids, read from the audited CSV. "
+        "Off by default; the Markdown summary never holds them.",
+    ),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")]
+ForceOpt = Annotated[bool, typer.Option(help="Overwrite an existing report file.")]
+HistoryOpt = Annotated[
+    Path | None,
+    typer.Option(help="A folder of timestamped pdtp runs (one --out folder each): the trend report "
+                 "[default file: DIR/history.html or history.md]. A RESULTS_DIR holding only run folders "
+                 "is read the same way."),
+]
+
+
 @app.command(epilog=REPORT_EXIT_HELP)
 def report(
-    results_dir: Annotated[
-        Path | None, typer.Argument(help="The --out directory of pdtp / attack / reduce-dtp runs.")
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Report file; '-' prints to stdout [default: RESULTS_DIR/report.html or report.md]."),
-    ] = None,
-    format: Annotated[str, typer.Option("--format", "-f", help="html, md (GitHub Markdown) or both.")] = "html",
-    top: Annotated[int, typer.Option(help="Riskiest records listed.")] = 20,
-    show_values: Annotated[
-        bool,
-        typer.Option(
-            "--show-values",
-            help="HTML only: add the riskiest records' feature values and ids, read from the audited CSV. "
-            "Off by default; the Markdown summary never holds them.",
-        ),
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
-    force: Annotated[bool, typer.Option(help="Overwrite an existing report file.")] = False,
-    history: Annotated[
-        Path | None,
-        typer.Option(help="A folder of timestamped pdtp runs (one --out folder each): the trend report "
-                     "[default file: DIR/history.html or history.md]. A RESULTS_DIR holding only run folders "
-                     "is read the same way."),
-    ] = None,
+    results_dir: ResultsArg = None,
+    out: OutOpt = None,
+    format: FormatOpt = "html",
+    top: TopOpt = 20,
+    show_values: ShowValuesOpt = False,
+    quiet: QuietOpt = False,
+    force: ForceOpt = False,
+    history: HistoryOpt = None,
 ) -> int:
     """A self-contained HTML report and/or a Markdown summary of a results directory.
 
@@ -62,28 +70,12 @@ def report(
     With --history DIR: max/mean PDTP and violations per run over time (trend plot in HTML)
     and the records whose PDTP changed most (row and fingerprint, never ids or values).
     """
-    from mptool.outputs.report import FORMATS, load_results, output_paths, render
-    from mptool.outputs.report.loader import input_files
-    from mptool.outputs.results import check_output_file, write_atomic
-
-    if format not in FORMATS:
-        raise InputError(f"--format must be one of {', '.join(FORMATS)} (got '{format}')")
-    if top < 1:
-        raise InputError(f"--top must be 1 or more (got {top})")
-    to_stdout = out is not None and str(out) == "-"
-    if to_stdout and format == "both":
-        raise InputError("--out - (stdout) takes one format: use --format html or --format md")
-    if show_values and format == "md":
-        raise InputError(
-            "--show-values applies to the HTML report only: the Markdown summary never holds feature values "
-            "(use --format html or both)"
-        )
-    if history is not None and results_dir is not None:
-        raise InputError("give RESULTS_DIR or --history DIR, not both")
-    if results_dir is None and history is None:
-        raise InputError("mptool report: give RESULTS_DIR (a run's --out folder) or --history DIR (a folder of runs)")
+    from mptool.outputs.report import load_results, output_paths, render
     from mptool.outputs.report.history import has_runs
+    from mptool.outputs.report.loader import input_files
+    from mptool.outputs.results import check_output_file
 
+    to_stdout = check_report_flags(results_dir, out, format, top, show_values, history)
     if history is not None or has_runs(results_dir):
         return _history_report(history or results_dir, out, format, top, quiet, force, to_stdout)
     paths = output_paths(results_dir, None if to_stdout else out, format)
@@ -100,12 +92,44 @@ def report(
             f"the HTML report holds the feature values of the {len(inputs.features)} riskiest training records "
             "(--show-values): do not publish it"
         )
+    return _emit(texts, paths, to_stdout, "report", quiet)
+
+
+def check_report_flags(
+    results_dir: Path | None, out: Path | None, fmt: str, top: int, show_values: bool, history: Path | None
+) -> bool:
+    """Every ``report`` flag checked before anything is read; whether the report goes to stdout (``--out -``)."""
+    from mptool.outputs.report import FORMATS
+
+    if fmt not in FORMATS:
+        raise InputError(f"--format must be one of {', '.join(FORMATS)} (got '{fmt}')")
+    if top < 1:
+        raise InputError(f"--top must be 1 or more (got {top})")
+    to_stdout = out is not None and str(out) == "-"
+    if to_stdout and fmt == "both":
+        raise InputError("--out - (stdout) takes one format: use --format html or --format md")
+    if show_values and fmt == "md":
+        raise InputError(
+            "--show-values applies to the HTML report only: the Markdown summary never holds feature values "
+            "(use --format html or both)"
+        )
+    if history is not None and results_dir is not None:
+        raise InputError("give RESULTS_DIR or --history DIR, not both")
+    if results_dir is None and history is None:
+        raise InputError("mptool report: give RESULTS_DIR (a run's --out folder) or --history DIR (a folder of runs)")
+    return to_stdout
+
+
+def _emit(texts: dict[str, str], paths: dict[str, Path], to_stdout: bool, what: str, quiet: bool) -> int:
+    """The rendered report: to stdout (one format), or every file in ``paths`` (all rendered before any is written)."""
+    from mptool.outputs.formats import OutputFile, write_files
+
     if to_stdout:
         sys.stdout.write(next(iter(texts.values())))
         return EXIT_OK
-    for kind, path in paths.items():
-        write_atomic(path, texts[kind])
-        ui.info(f"report: {path}", quiet)
+    files = [OutputFile(str(path), "text", texts[kind]) for kind, path in paths.items()]
+    for path in write_files(Path("."), files):  # Path(".") / name is name, relative or absolute
+        ui.info(f"{what}: {path}", quiet)
     return EXIT_OK
 
 
@@ -114,7 +138,7 @@ def _history_report(
 ) -> int:
     """``report --history DIR``: the trend over the runs in DIR's subfolders."""
     from mptool.outputs.report.history import load_history, render_history
-    from mptool.outputs.results import check_output_file, write_atomic
+    from mptool.outputs.results import check_output_file
 
     hist = load_history(folder)
     base = out if out is not None else folder / ("history.md" if fmt == "md" else "history.html")
@@ -125,11 +149,4 @@ def _history_report(
         check_output_file(path, force, "--out", inputs)
     for note in hist.notes:
         ui.warn(note)
-    texts = render_history(hist, fmt, top)
-    if to_stdout:
-        sys.stdout.write(next(iter(texts.values())))
-        return EXIT_OK
-    for kind, path in paths.items():
-        write_atomic(path, texts[kind])
-        ui.info(f"history report: {path}", quiet)
-    return EXIT_OK
+    return _emit(render_history(hist, fmt, top), paths, to_stdout, "history report", quiet)
