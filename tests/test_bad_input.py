@@ -10,8 +10,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -366,6 +367,32 @@ FOUND_DURING_THE_RUN = {leave_one_out_leaves_one_class, non_finite_probabilities
 def snapshot(d: Path) -> dict[str, bytes]:
     """Every file under ``d`` (path -> bytes): a run that fails must leave this unchanged."""
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def assert_refused(
+    res: Any,
+    fragments: Sequence[str] = (),
+    folder: Path | None = None,
+    before: dict[str, bytes] | None = None,
+    *,
+    prefix: str = "mptool: error:",
+    max_len: int | None = None,
+    stdout_empty: bool = False,
+) -> str:
+    """The house rule for bad input: exit 2, no traceback, ONE stderr line starting with ``prefix``
+    and holding every fragment (shorter than ``max_len``), nothing on stdout when ``stdout_empty``,
+    and ``folder`` exactly as ``before`` (nothing written). Returns the line."""
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.code == 2, res.stderr[:2000]
+    assert "Traceback" not in res.stderr
+    assert len(lines) == 1 and lines[0].startswith(prefix), res.stderr[:2000]
+    assert max_len is None or len(lines[0]) < max_len, len(lines[0])
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert not stdout_empty or res.stdout == "", res.stdout[:500]
+    if folder is not None:
+        assert snapshot(folder) == before, "a failed run wrote or changed files"
+    return lines[0]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.__name__ for c in CASES])

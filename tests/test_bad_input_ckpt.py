@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
-from test_bad_input import snapshot
+from test_bad_input import assert_refused, snapshot
 
 from mptool.runtime import chunkfile
 from mptool.runtime.checkpoint import Checkpoint, checkpoint_key, run_key
@@ -357,14 +357,7 @@ def test_bad_checkpoint_or_output_exits_2_with_one_line(tmp_path: Path, case: Ca
     finally:
         while HELD:
             os.close(HELD.pop())
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.code == 2, res.stderr
-    assert "Traceback" not in res.stderr
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("mptool: error:"), lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    assert snapshot(tmp_path) == before, "a refused run wrote or changed files"
+    assert_refused(res, fragments, tmp_path, before)
     assert not (tmp_path / "MARKER").exists(), "a planted pickle was executed"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from test_bad_input import good_csv, good_spec, pdtp_args, snapshot
+from test_bad_input import assert_refused, good_csv, good_spec, pdtp_args, snapshot
 
 import mptool
 from mptool.runtime.errors import InputError
@@ -40,12 +40,7 @@ def test_bad_gate_or_noise_floor_exits_2(tmp_path: Path, case: str) -> None:
     extra, fragment = CASES[case]
     args = pdtp_args(tmp_path, good_csv(tmp_path), good_spec(tmp_path), *extra)
     before = snapshot(tmp_path)
-    res = run_cli(*args)
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.code == 2, res.stderr
-    assert "Traceback" not in res.stderr
-    assert len(lines) == 1 and lines[0].startswith("mptool: error: ") and fragment in lines[0], res.stderr
-    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
+    assert_refused(run_cli(*args), [fragment], tmp_path, before, prefix="mptool: error: ")
 
 
 @pytest.mark.parametrize(

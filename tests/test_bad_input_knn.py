@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, write_spec
-from test_bad_input import good_csv, pdtp_args, snapshot
+from test_bad_input import assert_refused, good_csv, pdtp_args, snapshot
 
 CASES = {
     "knn-1 metric without a tie rule": ({"metric": "cosine"}, ["metric 'cosine'", "use metric euclidean"]),
@@ -26,13 +26,7 @@ def test_knn_parameters_without_a_deterministic_tie_rule_exit_2(tmp_path: Path, 
     params, fragments = CASES[case]
     args = pdtp_args(tmp_path, good_csv(tmp_path), write_spec(tmp_path / "s.yaml", "knn", model={"params": params}))
     before = snapshot(tmp_path)
-    res = run_cli(*args)
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.code == 2, res.stderr
-    assert len(lines) == 1 and lines[0].startswith("mptool: error: model.params: knn: "), res.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
+    assert_refused(run_cli(*args), fragments, tmp_path, before, prefix="mptool: error: model.params: knn: ")
 
 
 def test_sklearn_path_is_refused_the_same_way(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import mixed_frame, run_cli
-from test_bad_input import good_csv, good_spec, pdtp_args, snapshot, text_file
+from test_bad_input import assert_refused, good_csv, good_spec, pdtp_args, snapshot, text_file
 
 from mptool.inputs import options
 from mptool.inputs.spec import MAX_SPEC_BYTES, dump_yaml, load_spec, read_yaml
@@ -390,16 +390,7 @@ CASES: list[Case] = [
 def test_bad_spec_or_flag_exits_2_with_one_clear_line(tmp_path: Path, case: Case) -> None:
     args, fragments = case(tmp_path)
     before = snapshot(tmp_path)
-    res = run_cli(*args)
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.code == 2, res.stderr
-    assert "Traceback" not in res.stderr
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("mptool: error:"), lines[0]
-    assert len(lines[0]) < 400, lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
+    assert_refused(run_cli(*args), fragments, tmp_path, before, max_len=400)
 
 
 # --- what is read, and what still runs ---
