@@ -41,6 +41,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from mptool.attacks import ATTACK_CHOICES, DEFAULT_CANDIDATES, NEEDS_EVIDENCE, RESULT_NAMES
+from mptool.attacks import attribute as attribute_mod
 from mptool.attacks import lira as lira_mod
 from mptool.attacks import plan as plan_mod
 from mptool.attacks.intervals import TAG_BOOTSTRAP, bootstrap_intervals
@@ -77,6 +78,7 @@ from mptool.loo import LooRequest, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.calibration import bin_probabilities
 from mptool.privacy.dtp import pdtp_of
+from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, resolve_jobs, run_tasks
 
@@ -106,6 +108,7 @@ ATTACK_COLUMNS = {
     "label": "the record's label",
     "pdtp_mean": "mean PDTP of the record while a member, over the first --pdtp-iterations iterations",
     "<attack>_accuracy": "per-target accuracy: correct membership guesses / attacks on the record (2 per iteration)",
+    **attribute_mod.COLUMNS,
     "max_accuracy": "largest per-target accuracy over the attacks run",
     "lira_score": "mean online LiRA log-likelihood ratio while the record is a member (empty without lira)",
     "kl_leakage": "Farokhi-Kaafar KL membership leakage in nats: Gaussian approximation on the logit of the "
@@ -158,16 +161,21 @@ class AttackOutcome:
 
 
 def parse_attacks(text: str) -> tuple[str, ...]:
-    """``all`` or a comma-separated subset of the attack names, in canonical order."""
-    parts = [p.strip().lower() for p in text.split(",") if p.strip()]
-    if not parts:
+    """``all`` or a comma-separated subset of the attack names, in canonical order, then
+    ``attribute:COLUMN`` if given (:mod:`mptool.attacks.attribute`; the column's case is kept)."""
+    rest, attr = attribute_mod.split_choices([p.strip() for p in text.split(",") if p.strip()])
+    parts = [p.lower() for p in rest]
+    if not parts and not attr:
         raise InputError("--attacks needs at least one attack name or 'all'")
     if "all" in parts:
-        return ATTACK_CHOICES
+        return ATTACK_CHOICES + attr
     bad = [p for p in parts if p not in ATTACK_CHOICES]
     if bad:
-        raise InputError(f"--attacks: unknown attack '{bad[0]}' (choose from {', '.join(ATTACK_CHOICES)} or all)")
-    return tuple(a for a in ATTACK_CHOICES if a in parts)
+        shown = ui.excerpt(bad[0], 40)
+        raise InputError(
+            f"--attacks: unknown attack '{shown}' (choose from {', '.join(ATTACK_CHOICES)}, attribute:COLUMN or all)"
+        )
+    return tuple(a for a in ATTACK_CHOICES if a in parts) + attr
 
 
 # ---------------------------------------------------------------------------- target models
@@ -337,6 +345,7 @@ class AttackResults:
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     lira_score: np.ndarray | None = None
     leakage: list[LeakageEstimate] | None = None
+    per_target: dict[str, np.ndarray] = field(default_factory=dict)  # attack.csv columns of attribute inference
 
     @property
     def kl(self) -> np.ndarray | None:
@@ -361,6 +370,7 @@ def plan_attack(prep: Prepared, options: AttackOptions) -> Planned:
     with threadpool_limits(limits=1):
         options, candidates_from = resolve_options(prep, options)
         _check(options, prep.population.n)
+        sensitive_column(prep, options)  # attribute:COLUMN checked before any work
         run = new_run(prep, options, _no_progress)
         run.plan["candidates_from"] = candidates_from
         line = plan_work(run, draw_candidates(run), select_pdtp_engine(options, prep))
@@ -666,8 +676,47 @@ def run_attacks(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence
             out.results["lira"], out.results["lira_offline"] = online, offline
             out.lira_score = mean_member_score(online[0], targets.member)
     out.leakage = leakage_per_target(evidence, draw, run.options.iterations)
+    if attribute_mod.column_of(run.options.attacks) is not None:
+        out.results[attribute_mod.NAME], out.extra[attribute_mod.NAME], out.per_target = attack_attribute(
+            run, draw, targets
+        )
     run.timings["attacks_s"] = time.perf_counter() - t0
     return out
+
+
+def sensitive_column(prep: Prepared, options: AttackOptions) -> attribute_mod.Sensitive | None:
+    """The sensitive column of ``attribute:COLUMN`` with its candidates (None without it); InputError if unusable."""
+    column = attribute_mod.column_of(options.attacks)
+    if column is None:
+        return None
+    return attribute_mod.resolve(prep.population, prep.spec.model.bins, column)
+
+
+def attack_attribute(run: Run, draw: Draw, targets: TargetOutputs) -> tuple[Scored, dict, dict[str, np.ndarray]]:
+    """Yeom et al.'s attribute inference (section 4) on every target under every target model
+    (:mod:`mptool.attacks.attribute`): the membership-reduction result, its extra values, attack.csv columns."""
+    o = run.options
+    sens = sensitive_column(run.prep, o)
+    assert sens is not None
+    with run.progress(o.iterations, f"attribute inference ({sens.k} candidate values)") as advance:
+        p_y = attribute_mod.query_targets(
+            run.prep.template, draw.D, draw.classes, draw.y_idx, draw.in_first, draw.tpos, sens, run.bin_size,
+            run.jobs, o.backend, advance,
+        )
+    run.fits["attribute_target"] = 2 * o.iterations
+    truth = sens.codes(draw.D.X.iloc[draw.tpos])
+    inf = attribute_mod.infer(p_y, sens.prior, truth)
+    m = targets.member
+    extra = {**attribute_mod.describe(sens),
+             **attribute_mod.summarise(m, inf, rng_for(run.seed, attribute_mod.TAG_ATTRIBUTE_BOOTSTRAP))}
+    extra["attribute_intervals"] = extra.pop("intervals")
+    with np.errstate(invalid="ignore"):
+        columns = {
+            "attribute_right_member": (inf.right & m).sum(axis=(0, 1)) / m.sum(axis=(0, 1)),
+            "attribute_right_nonmember": (inf.right & ~m).sum(axis=(0, 1)) / (~m).sum(axis=(0, 1)),
+            "attribute_confidence": inf.confidence.mean(axis=(0, 1)),
+        }
+    return (inf.p_true, inf.right), extra, columns
 
 
 Scored = tuple[np.ndarray, np.ndarray]
@@ -799,6 +848,7 @@ def score(
     """Per-target accuracy table, per-attack metrics over all attempts and the run summary
     (Long et al. 5.4, step 4; Tables 1 and 2)."""
     names = [r for a in ATTACK_CHOICES if a in run.options.attacks for r in RESULT_NAMES[a]]
+    names += [n for n in (attribute_mod.NAME,) if n in attacked.results]
     table, attack_out = per_target_table(draw, targets, measured, attacked, names, run.seed)
     summary = run_summary(run, draw, targets, measured, table, attack_out, names, attacked)
     summary["timings"] = {k: round(v, 3) for k, v in {**run.timings, "total_s": time.perf_counter() - t_start}.items()}
@@ -843,6 +893,8 @@ def per_target_table(
         )
         m["roc"] = m.pop("roc")  # the long arrays last
         attack_out[name] = m
+    for column, values in attacked.per_target.items():
+        table[column] = values
     table["max_accuracy"] = table[[f"{n}_accuracy" for n in names]].max(axis=1)
     table["lira_score"] = attacked.lira_score
     table["kl_leakage"] = np.full(len(tpos), np.nan) if attacked.kl is None else attacked.kl
@@ -1003,6 +1055,8 @@ def summary_lines(outcome: AttackOutcome) -> list[str]:
             f"{f(r, 9, 3)}"
         )
     lines += interval_lines(outcome.attacks)
+    if attribute_mod.NAME in outcome.attacks:
+        lines.append(attribute_mod.summary_line(outcome.attacks[attribute_mod.NAME]))
     best = s.get("strongest_attack")
     if best is not None:
         lines.append(strongest_line(best))
