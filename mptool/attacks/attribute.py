@@ -171,9 +171,12 @@ def invert(p_y: np.ndarray, prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The inversion adversary (Yeom et al. 4.1; module docstring) on ``p_y`` (..., k): the model's
     probability of each record's label under each candidate. Returns the guess (...) and the
     posterior (..., k) = prior * p_y normalised (the prior where every p_y is 0)."""
-    w = np.asarray(p_y, dtype=float) * np.asarray(prior, dtype=float)
-    total = w.sum(axis=-1, keepdims=True)
+    p = np.asarray(p_y, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
+        top = p.max(axis=-1, keepdims=True)
+        p = np.where(top > 0, p / np.where(top > 0, top, 1.0), 0.0)  # equal outputs -> exactly the prior
+        w = p * np.asarray(prior, dtype=float)
+        total = w.sum(axis=-1, keepdims=True)
         post = np.where(total > 0, w / np.where(total > 0, total, 1.0), np.broadcast_to(prior, w.shape))
     return np.argmax(post, axis=-1), post  # argmax: first maximum = the more frequent value
 
@@ -214,8 +217,9 @@ def rates(member: np.ndarray, inf: Inference, weights: np.ndarray | None = None)
     with np.errstate(invalid="ignore", divide="ignore"):
         acc_m, acc_n, acc = rm / nm, rn / nn, (rm + rn) / (nm + nn)
         base = rb / (nm + nn)
-    return {"accuracy_members": acc_m, "accuracy_nonmembers": acc_n, "advantage": acc_m - acc_n,
-            "accuracy": acc, "baseline_accuracy": base, "advantage_over_baseline": acc - base}
+    return {"inference_accuracy_members": acc_m, "inference_accuracy_nonmembers": acc_n,
+            "attribute_advantage": acc_m - acc_n, "inference_accuracy": acc, "baseline_accuracy": base,
+            "advantage_over_baseline": acc - base}
 
 
 def summarise(member: np.ndarray, inf: Inference, rng: np.random.Generator) -> dict[str, Any]:
@@ -302,7 +306,8 @@ def summary_line(m: dict[str, Any]) -> str:
 
     return (
         f"attribute inference of '{ui.excerpt(m['column'], 40)}' ({m['candidates']} values): right on "
-        f"{m['accuracy_members']:.3f} of member and {m['accuracy_nonmembers']:.3f} of non-member attempts; "
-        f"advantage (Yeom Def. 5) {m['advantage']:.3f} [95% {span('advantage')}]; over the prior-only baseline "
+        f"{m['inference_accuracy_members']:.3f} of member and {m['inference_accuracy_nonmembers']:.3f} of "
+        f"non-member attempts; advantage (Yeom Def. 5) {m['attribute_advantage']:.3f} "
+        f"[95% {span('attribute_advantage')}]; over the prior-only baseline "
         f"({m['baseline_accuracy']:.3f}) {m['advantage_over_baseline']:+.3f} [95% {span('advantage_over_baseline')}]"
     )
