@@ -182,3 +182,16 @@ def test_parse_attacks_keeps_the_column_case() -> None:
     assert parse_attacks("Threshold, attribute:Relationship") == ("threshold", "attribute:Relationship")
     assert parse_attacks("attribute:age") == ("attribute:age",)
     assert parse_attacks("all,attribute:x")[-1] == "attribute:x"
+
+
+def test_attribute_values_only_on_opt_in(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", "knn", model={"params": {"n_neighbors": 1}})
+    frame = memoriser_frame()
+    _run(tmp_path, frame, spec, "secret", "--iterations", "1", "--targets", "20", "--attribute-values")
+    values = pd.read_csv(tmp_path / "out" / "attribute.csv")
+    assert list(values.columns) == list(attr.VALUE_COLUMNS) and len(values) == 40
+    truth = frame["secret"].to_numpy()[values["row"].to_numpy()]
+    assert (values["true_value"].to_numpy() == truth).all()
+    attempts = pd.read_csv(tmp_path / "out" / "attempts.csv")
+    assert ((values["true_value"] == values["inferred_value"]).astype(int).to_numpy()
+            == attempts["decision"].to_numpy()).all()

@@ -91,6 +91,7 @@ class AttackResult(AuditResult):
 
     attacks: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     attempts: pd.DataFrame | None = None
+    attribute_values: pd.DataFrame | None = None  # attribute:COLUMN's true/inferred values per attempt (raw data)
 
     @property
     def verdict(self) -> str:
@@ -278,7 +279,7 @@ def attack(
     return AttackResult(
         outcome.table, MappingProxyType(outcome.summary), spec, (*prep.notes, *outcome.notes),
         attacks=MappingProxyType(outcome.attacks),
-        attempts=outcome.attempts,
+        attempts=outcome.attempts, attribute_values=outcome.attribute_values,
     )
 
 

@@ -311,3 +311,33 @@ def summary_line(m: dict[str, Any]) -> str:
         f"[95% {span('attribute_advantage')}]; over the prior-only baseline "
         f"({m['baseline_accuracy']:.3f}) {m['advantage_over_baseline']:+.3f} [95% {span('advantage_over_baseline')}]"
     )
+
+
+def value_label(sens: Sensitive, index: int) -> Any:
+    """Candidate ``index`` as written to attribute.csv: the category or value, or the bin as '[low, high)'."""
+    if sens.kind in ("categorical", "numeric values"):
+        return sens.inputs[index]
+    assert sens.edges is not None
+    b = sens.bin_map.index(index)
+    edges = (-np.inf, *sens.edges, np.inf)
+    return f"[{edges[b]:g}, {edges[b + 1]:g})"
+
+
+#: attribute.csv columns (only with --attribute-values: it holds the sensitive values themselves).
+VALUE_COLUMNS = ("row", "iteration", "model", "member", "true_value", "inferred_value", "confidence")
+
+
+def values_frame(rows: np.ndarray, member: np.ndarray, inf: Inference, truth: np.ndarray,
+                 sens: Sensitive) -> pd.DataFrame:
+    """attribute.csv: per attempt (iteration, model A(D1)/A(D2), target) the true and inferred value."""
+    n_iter, n_models, n_targets = member.shape
+    labels = [value_label(sens, i) for i in range(sens.k)]
+    return pd.DataFrame({
+        "row": np.tile(rows, n_iter * n_models),
+        "iteration": np.repeat(np.arange(n_iter), n_models * n_targets),
+        "model": np.tile(np.repeat(["D1", "D2"], n_targets), n_iter),
+        "member": member.reshape(-1).astype(np.int8),
+        "true_value": [labels[i] for i in np.broadcast_to(truth, member.shape).reshape(-1)],
+        "inferred_value": [labels[i] for i in inf.guess.reshape(-1)],
+        "confidence": inf.confidence.reshape(-1),
+    }, columns=list(VALUE_COLUMNS))

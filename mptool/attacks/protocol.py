@@ -158,6 +158,7 @@ class AttackOutcome:
     summary: dict[str, Any]
     notes: list[str] = field(default_factory=list)  # the run's own (not the data's: those are Prepared.notes)
     attempts: pd.DataFrame | None = None  # attempts.csv: one row per attack per attempt (ATTEMPT_COLUMNS)
+    attribute_values: pd.DataFrame | None = None  # attribute.csv, written only on opt-in (raw sensitive values)
 
 
 def parse_attacks(text: str) -> tuple[str, ...]:
@@ -346,6 +347,7 @@ class AttackResults:
     lira_score: np.ndarray | None = None
     leakage: list[LeakageEstimate] | None = None
     per_target: dict[str, np.ndarray] = field(default_factory=dict)  # attack.csv columns of attribute inference
+    attribute_values: pd.DataFrame | None = None  # true and inferred sensitive values per attempt (opt-in file)
 
     @property
     def kl(self) -> np.ndarray | None:
@@ -677,8 +679,8 @@ def run_attacks(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence
             out.lira_score = mean_member_score(online[0], targets.member)
     out.leakage = leakage_per_target(evidence, draw, run.options.iterations)
     if attribute_mod.column_of(run.options.attacks) is not None:
-        out.results[attribute_mod.NAME], out.extra[attribute_mod.NAME], out.per_target = attack_attribute(
-            run, draw, targets
+        out.results[attribute_mod.NAME], out.extra[attribute_mod.NAME], out.per_target, out.attribute_values = (
+            attack_attribute(run, draw, targets)
         )
     run.timings["attacks_s"] = time.perf_counter() - t0
     return out
@@ -692,9 +694,12 @@ def sensitive_column(prep: Prepared, options: AttackOptions) -> attribute_mod.Se
     return attribute_mod.resolve(prep.population, prep.spec.model.bins, column)
 
 
-def attack_attribute(run: Run, draw: Draw, targets: TargetOutputs) -> tuple[Scored, dict, dict[str, np.ndarray]]:
+def attack_attribute(
+    run: Run, draw: Draw, targets: TargetOutputs
+) -> tuple[Scored, dict, dict[str, np.ndarray], pd.DataFrame]:
     """Yeom et al.'s attribute inference (section 4) on every target under every target model
-    (:mod:`mptool.attacks.attribute`): the membership-reduction result, its extra values, attack.csv columns."""
+    (:mod:`mptool.attacks.attribute`): the membership-reduction result, its extra values, attack.csv
+    columns and the per-attempt true/inferred values (written only with --attribute-values)."""
     o = run.options
     sens = sensitive_column(run.prep, o)
     assert sens is not None
@@ -716,7 +721,8 @@ def attack_attribute(run: Run, draw: Draw, targets: TargetOutputs) -> tuple[Scor
             "attribute_right_nonmember": (inf.right & ~m).sum(axis=(0, 1)) / (~m).sum(axis=(0, 1)),
             "attribute_confidence": inf.confidence.mean(axis=(0, 1)),
         }
-    return (inf.p_true, inf.right), extra, columns
+    values = attribute_mod.values_frame(draw.D.rows[draw.tpos], m, inf, truth, sens)
+    return (inf.p_true, inf.right), extra, columns, values
 
 
 Scored = tuple[np.ndarray, np.ndarray]
@@ -863,7 +869,8 @@ def score(
             f"the untargeted attack uses {min(o.shadow_pool, o.shadows)} of the {o.shadow_pool} pool models "
             "as its shadows (--shadows), the threshold attack all of them"
         )
-    return AttackOutcome(table=table, attacks=attack_out, summary=summary, notes=notes, attempts=attempts)
+    return AttackOutcome(table=table, attacks=attack_out, summary=summary, notes=notes, attempts=attempts,
+                         attribute_values=attacked.attribute_values)
 
 
 def per_target_table(

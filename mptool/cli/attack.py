@@ -39,8 +39,19 @@ def attack(
     data: DataArg = None,
     model: ModelOpt = None,
     attacks: Annotated[
-        str, typer.Option(help="Comma-separated: untargeted,distance,frequency,threshold,lira, or all.")
+        str,
+        typer.Option(
+            help="Comma-separated: untargeted,distance,frequency,threshold,lira, or all; plus attribute:COLUMN "
+            "(Yeom's attribute inference of a feature column; alone, or beside membership attacks)."
+        ),
     ] = "all",
+    attribute_values: Annotated[
+        bool,
+        typer.Option(
+            help="With attribute:COLUMN: also write attribute.csv, each attempt's true and inferred value of the "
+            "column. These are the values the audit protects: off by default."
+        ),
+    ] = False,
     candidates: Annotated[
         int | None,
         typer.Option(
@@ -132,6 +143,14 @@ def attack(
     |D|/2 and summary.candidates_from says where |D| came from; summary.plan holds the planned
     fits, the estimate and what --budget changed. DIR/attempts.csv, one row per attack per
     attempt: row, iteration, attack, member, score, decision (every metric recomputes from it).
+
+    attribute:COLUMN (Yeom et al. section 4): on the same target models and targets, the
+    inversion adversary infers COLUMN from the other features and the label by the model's loss
+    under each candidate value times its prior; attack.json's attacks.attribute gives its accuracy
+    on members and non-members, the attribute advantage (their difference, Definition 5), the
+    prior-only baseline and 95% bootstrap intervals. In attempts.csv its decision is "inferred
+    right" and its score the posterior of the true value (the membership reduction of Theorem 6).
+    The true and inferred values are written only with --attribute-values (DIR/attribute.csv).
     """
     from mptool.api.operations import attack as run
     from mptool.api.operations import with_trained
@@ -154,11 +173,13 @@ def attack(
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
     backend = check_backend(backend, scheduler)
     names = parse_attacks(attacks)
+    flags.check_attribute_values(attribute_values, names)
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the output directory of the interrupted run")
     spec = load_spec(spec_path, {"seed": seed, "output.bin_size": bin_size})
     inputs = {"the data file": data_path, "the spec": spec_path, "the --trained model": trained}
-    results = ["attack.csv", "attack.json", "attempts.csv", *(["junit.xml"] if "junit" in formats else [])]
+    results = ["attack.csv", "attack.json", "attempts.csv", *(["junit.xml"] if "junit" in formats else []),
+               *(["attribute.csv"] if attribute_values else [])]
     out_dir = prepare_out_dir(out or default_out_dir("attack"), results, force, resume=resume, inputs=inputs)
     prep = with_trained(prepare(data_path, spec, tuple(allow_import or ())), trained, tuple(allow_import or ()))
     for note in prep.notes:
@@ -184,6 +205,8 @@ def attack(
         OutputFile("attack.json", "json", document),
         OutputFile("attempts.csv", "csv-exact", result.attempts),
     ]
+    if attribute_values and result.attribute_values is not None:  # opt-in: the protected values themselves
+        files.append(OutputFile("attribute.csv", "csv", result.attribute_values))
     if "junit" in formats:
         files.append(ci.junit_file("mptool attack", ci.attack_cases(summary), float(summary["timings"]["total_s"])))
     write_files(out_dir, files)

@@ -294,6 +294,15 @@ def check_attack_flags(
     check_budget(budget, name("budget"))
 
 
+def check_attribute_values(value: object, attacks: tuple[str, ...], flag: str = "--attribute-values") -> None:
+    """``attack --attribute-values``: a bool, and only with ``attribute:COLUMN`` among the attacks
+    (it writes that column's true and inferred values; without the attack there is nothing to write)."""
+    if not isinstance(value, bool):
+        raise InputError(f"{flag} must be True or False (got {value!r})")
+    if value and not any(str(a).startswith("attribute:") for a in attacks):
+        raise InputError(f"{flag} writes the values of attribute:COLUMN; add attribute:COLUMN to --attacks")
+
+
 def check_purchase_flags(*, rows: int, features: int, classes: int, segments: int, seed: int) -> None:
     """``mptool datasets make-purchase``: sizes positive and bounded, a valid seed."""
     check_seed(seed)
