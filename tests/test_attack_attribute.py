@@ -83,6 +83,13 @@ def test_no_sensitive_value_is_written(tmp_path: Path) -> None:
     assert "SECRET" not in stdout
     table = pd.read_csv(tmp_path / "out" / "attack.csv")
     assert {"attribute_right_member", "attribute_right_nonmember", "attribute_confidence"} <= set(table.columns)
+    for fmt in ("md", "html"):
+        report = tmp_path / f"report.{fmt}"
+        res = run_cli("report", tmp_path / "out", "--format", fmt, "--out", report)
+        assert res.code == 0, res.stderr
+        text = report.read_text()
+        assert "Attribute inference (Yeom et al., section 4)" in text and "attribute advantage" in text
+        assert "SECRET" not in text
 
 
 def test_results_do_not_depend_on_jobs(tmp_path: Path) -> None:

@@ -597,6 +597,8 @@ def build_context(inputs: ReportInputs, top: int = 20, show_values: bool = False
     missing_commands = [
         PRODUCER[kind] for kind, names in RESULT_FILES.items() if all(n in inputs.missing for n in names)
     ]
+    from mptool.outputs.report.attribute import attribute_block  # it imports fmt from here
+
     spec = spec_of(inputs)
     label = spec.get("data", {}).get("label") if isinstance(spec, dict) else None
     return {
@@ -618,6 +620,7 @@ def build_context(inputs: ReportInputs, top: int = 20, show_values: bool = False
         "attack_targets": attack_targets(inputs, top, show_values),
         "attack_gate": attack_gate(inputs),
         "strongest_attack": strongest_attack(inputs),
+        "attribute": attribute_block(inputs),
         "reduce": reduce_block(inputs, show_values),
         "manifests": manifest_blocks(inputs),
     }
