@@ -202,3 +202,16 @@ def test_attribute_values_only_on_opt_in(tmp_path: Path) -> None:
     attempts = pd.read_csv(tmp_path / "out" / "attempts.csv")
     assert ((values["true_value"] == values["inferred_value"]).astype(int).to_numpy()
             == attempts["decision"].to_numpy()).all()
+
+
+def test_beside_membership_attacks(tmp_path: Path) -> None:
+    """attribute:COLUMN runs beside the membership attacks on the same target models and targets."""
+    spec = write_spec(tmp_path / "s.yaml", "logistic_regression")
+    csv = tmp_path / "d.csv"
+    mixed_frame(120).to_csv(csv, index=False)
+    res = run_cli("attack", csv, "--model", spec, "--attacks", "threshold,attribute:color", "--pdtp-iterations", "0",
+                  "--iterations", "2", "--targets", "30", "--shadows", "4", "--out", tmp_path / "out", "-q")
+    assert res.code == 0, res.stderr
+    doc, stdout = json.loads((tmp_path / "out" / "attack.json").read_text()), res.stdout
+    assert doc["summary"]["attacks"] == list(doc["attacks"]) == ["threshold", "attribute"]
+    assert "attribute" in doc["attacks"] and "attribute inference of 'color'" in stdout

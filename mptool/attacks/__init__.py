@@ -6,6 +6,8 @@ Attack names used on the command line and in result files:
 - ``distance``, ``frequency``: Long et al.'s targeted attacks (section 5.3).
 - ``threshold``: Yeom et al.'s loss-threshold adversary.
 - ``lira`` and ``lira_offline``: Carlini et al.'s likelihood-ratio attack (``--attacks lira`` runs both).
+- ``attribute`` (``--attacks attribute:COLUMN``, not part of ``all``): Yeom et al.'s attribute
+  inference (section 4) of a feature column; :mod:`mptool.attacks.attribute`.
 """
 
 from __future__ import annotations
