@@ -75,6 +75,7 @@ class Needs:
     untargeted: bool
     pdtp: bool  # PDTP is measured
     refit_pdtp: bool  # ... by refits: one leave-one-out fit per target per measured iteration
+    attribute: bool = False  # attribute:COLUMN: the target models refitted and queried per candidate value
 
 
 def count_fits(o: Any, needs: Needs) -> dict[str, int]:
@@ -94,6 +95,8 @@ def count_fits(o: Any, needs: Needs) -> dict[str, int]:
             fits["shadow_pairs"] = 2 * o.pairs * o.targets * o.iterations
     if needs.synthetic:
         fits["shadow_synthetic"] = o.shadows
+    if needs.attribute:
+        fits["attribute_target"] = 2 * o.iterations
     return fits
 
 
@@ -132,6 +135,7 @@ def estimate_seconds(o: Any, needs: Needs, c: Costs) -> float:
         "shadow_general": c.fit_s + c.predict_s,
         "shadow_pairs": c.fit_s + c.predict_one_s,
         "shadow_synthetic": c.fit_s + c.predict_s,
+        "attribute_target": c.fit_s + c.predict_s,
     }
     parallel = sum(n * per_fit[k] for k, n in fits.items()) / max(1.0, c.speedup or c.workers)
     return c.start_s + parallel + classifier_rows(o, needs) * c.classifier_row_s

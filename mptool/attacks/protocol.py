@@ -475,6 +475,7 @@ def run_needs(run: Run, engine: Any) -> plan_mod.Needs:
         untargeted="untargeted" in wants,
         pdtp=pdtp_on,
         refit_pdtp=pdtp_on and engine.name == "refit",
+        attribute=attribute_mod.column_of(o.attacks) is not None,
     )
 
 
