@@ -111,7 +111,6 @@ class Sensitive:
         return np.array([pos[v] for v in col.tolist()], dtype=np.int64)
 
 
-
 def resolve(population: Records, bins: dict[str, list[float]], column: str) -> Sensitive:
     """Check ``column`` and make its candidates (module docstring); InputError names the problem."""
     schema = population.schema
