@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
-from test_bad_input import good_csv, snapshot
+from test_bad_input import assert_refused, good_csv, snapshot
 
 import mptool
 from mptool.runtime.errors import InputError
@@ -61,11 +61,8 @@ def test_bad_attribute_exits_2(tmp_path: Path, case: str) -> None:
     before = snapshot(tmp_path)
     res = run_cli("attack", csv, "--model", spec, "--attacks", attacks, "--out", tmp_path / "out", "--jobs", "1",
                   "--targets", "10", "-q", *extra)
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip() and not ln.startswith("mptool: warning")]
-    assert res.code == 2, res.stderr
-    assert lines == [f"mptool: error: {message}"], res.stderr
-    assert "Traceback" not in res.stderr and res.stdout == ""
-    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
+    line = assert_refused(res, [message], tmp_path, before, stdout_empty=True)
+    assert line == f"mptool: error: {message}"
 
 
 def test_attr_10_api_refuses_the_label(tmp_path: Path) -> None:
