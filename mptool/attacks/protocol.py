@@ -44,6 +44,7 @@ from mptool.attacks import ATTACK_CHOICES, DEFAULT_CANDIDATES, NEEDS_EVIDENCE, R
 from mptool.attacks import attribute as attribute_mod
 from mptool.attacks import lira as lira_mod
 from mptool.attacks import plan as plan_mod
+from mptool.attacks import synthesis as synth_mod
 from mptool.attacks.intervals import TAG_BOOTSTRAP, bootstrap_intervals
 from mptool.attacks.leakage import LeakageEstimate, kl_leakage, summarise, true_label_logit
 from mptool.attacks.metrics import (
@@ -72,7 +73,7 @@ from mptool.attacks.threshold import expected_training_loss, threshold
 from mptool.attacks.untargeted import FeatureEncoder, train_untargeted
 from mptool.inputs.data import Records
 from mptool.inputs.models import fit, proba_in
-from mptool.inputs.options import ATTACK_CELLS_MAX
+from mptool.inputs.options import ATTACK_CELLS_MAX, check_synthesis_total
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
 from mptool.outputs.results import manifest
@@ -256,6 +257,7 @@ class Run:
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     plan: dict[str, Any] = field(default_factory=dict)  # attack.json summary.plan
+    synthesis: dict[str, Any] | None = None  # attack.json summary.synthesis (--shadow-data synthesize)
 
     @property
     def seed(self) -> int:
@@ -514,8 +516,9 @@ def plan_work(run: Run, draw: Draw, engine: Any) -> str:
     if run.options.shadow_pool != chosen.shadow_pool:
         changes.append(f"shadow-pool {chosen.shadow_pool} -> {run.options.shadow_pool} (every target in and out)")
     o = run.options
+    fits, synth_line = synthesis_plan(run, needs)
     run.plan.update(
-        fits=plan_mod.count_fits(o, needs),
+        fits={**plan_mod.count_fits(o, needs), **fits},
         estimated_s=round(plan_mod.estimate_seconds(o, needs, costs), 1),
         costs=costs.as_dict(),
         budget_s=given.budget,
@@ -523,7 +526,23 @@ def plan_work(run: Run, draw: Draw, engine: Any) -> str:
         seconds=round(time.perf_counter() - t0, 3),
     )
     alone = auto_jobs and costs.workers == 1 and resolve_jobs(None) > 1
-    return plan_mod.plan_line(o, needs, costs, given.budget, changes, alone)
+    return plan_mod.plan_line(o, needs, costs, given.budget, changes, alone) + synth_line
+
+
+def synthesis_plan(run: Run, needs: plan_mod.Needs) -> tuple[dict[str, int], str]:
+    """--shadow-data synthesize: the extra fit (the queried model) and the plan line's query budget
+    (|D| records x Q queries at most; Shokri et al. V-C). Checks the total against its cap."""
+    if not (needs.synthetic and run.source == "synthesize"):
+        return {}, ""
+    o = run.options
+    assert o.candidates is not None
+    per_record = int(run.fraction)
+    check_synthesis_total(o.candidates, per_record)
+    run.plan["synthesis_queries_max"] = o.candidates * per_record
+    return {"synthesis_model": 1}, (
+        f"; model-based shadow data: {o.candidates:,} records by hill-climbing on A(D1)'s outputs, at most "
+        f"{per_record:,} queries each ({o.candidates * per_record:,} in all; not in the estimate)"
+    )
 
 
 def classifier_timer(run: Run, draw: Draw) -> Callable[[np.ndarray], float]:
@@ -734,7 +753,14 @@ def attack_untargeted(run: Run, draw: Draw, targets: TargetOutputs, evidence: Ev
     trained on the shadows' (x, y, q, in/out) rows, queried with each target model's output."""
     o, D, k = run.options, draw.D, len(draw.classes)
     encoder = FeatureEncoder.fit(D.X, D.schema)
-    if run.source == "population":
+    if run.source == "synthesize":
+        Xs, ys_idx, pool = synthesized_shadows(run, draw)
+        m = pool.size
+        x_rows = np.tile(encoder.transform(Xs), (m, 1))
+        y_rows = np.tile(ys_idx, m)
+        q_rows = pool.preds.reshape(-1, k)
+        m_rows = pool.members.reshape(-1)
+    elif run.source == "population":
         general = evidence.general
         assert general is not None
         m = min(general.size, o.shadows)  # a pool larger than --shadows lends its first --shadows models
@@ -774,6 +800,50 @@ def attack_untargeted(run: Run, draw: Draw, targets: TargetOutputs, evidence: Ev
     shape = targets.member.shape
     extra = {"attack_training_rows": int(len(m_rows)), "per_class": o.per_class, "shadow_data": o.shadow_data}
     return (s.reshape(shape), d.reshape(shape)), extra
+
+
+def synthesized_shadows(run: Run, draw: Draw) -> tuple[pd.DataFrame, np.ndarray, ShadowPool]:
+    """Shadow data without population data (Shokri et al. V-C, Algorithm 1): |D| records, classes in
+    turn, hill-climbed on the binned outputs of A(D1) of the first iteration (the model API the auditor
+    queries); then --shadows models, each on a random half of the records made, queried on all of
+    them (as the population shadows on D). Records that fail within the budget are counted in
+    summary.synthesis and a note. Fewer than 4 records or one class: exit 2 (raise Q)."""
+    o, D = run.options, draw.D
+    half = np.flatnonzero(draw.in_first[0])
+    model = fit(run.prep.template, D.X.iloc[half], D.y[half])
+    run.fits["synthesis_model"] = 1
+    domain = synth_mod.schema_domain(D.schema, D.X)
+    params = synth_mod.paper_params(len(domain.names), int(run.fraction))
+    assert o.candidates is not None
+    t0 = time.perf_counter()
+    with run.progress(o.candidates, "model-based synthesis (Shokri Algorithm 1)") as advance:
+        made = synth_mod.synthesize_records(
+            model, draw.classes, run.bin_size, domain, o.candidates, run.seed, params, run.jobs, o.backend, advance
+        )
+    run.timings["synthesis_s"] = time.perf_counter() - t0
+    run.synthesis = synth_mod.summarise(made, draw.classes, params)
+    s = run.synthesis
+    if s["failed"]:
+        run.notes.append(
+            f"model-based synthesis: {s['failed']} of {s['requested']} records not synthesised within "
+            f"{params.max_queries} queries each (per class: "
+            + ", ".join(f"{c} {v['failed']}" for c, v in s["per_class"].items()) + "); the shadows use the "
+            f"{s['synthesized']} made"
+        )
+    ok = np.flatnonzero(made.ok)
+    if ok.size < 4 or len(np.unique(made.labels[ok])) < 2:
+        raise InputError(
+            f"--shadow-data {o.shadow_data}: only {ok.size} of {o.candidates} records were synthesised "
+            f"({len(np.unique(made.labels[ok]))} class(es)) within {params.max_queries} queries each; "
+            "shadow models need two classes: raise Q (synthesize:Q) or use marginals"
+        )
+    Xs = domain.decode(made.codes[ok])
+    ys_idx = made.labels[ok]
+    with run.progress(o.shadows, f"shadow models ({o.shadow_data} data)") as advance:
+        pool = train_pool(run.prep.template, Xs, draw.classes[ys_idx], draw.classes, o.shadows, ok.size // 2,
+                          run.seed, run.bin_size, run.jobs, o.backend, advance)
+    run.fits["shadow_synthetic"] = o.shadows
+    return Xs, ys_idx, pool
 
 
 def attack_threshold(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence) -> tuple[Scored, dict]:
@@ -1008,6 +1078,7 @@ def run_summary(
         "fits": {**run.fits, "total": int(sum(v for k, v in run.fits.items() if k != "pdtp_leave_one_out_records"))},
         "plan": {k: v for k, v in run.plan.items() if k not in ("candidates_from", "seconds")},
         "jobs": run.jobs,
+        **({"synthesis": run.synthesis} if run.synthesis is not None else {}),
     }
 
 
@@ -1074,5 +1145,11 @@ def summary_lines(outcome: AttackOutcome) -> list[str]:
         f"average PDTP {s['pdtp_mean_average'] if s['pdtp_mean_average'] is None else round(s['pdtp_mean_average'], 4)}"
         f"; max per-target accuracy vs PDTP r = {s['max_accuracy']['correlation_with_pdtp']['pearson']}"
     )
+    syn = s.get("synthesis")
+    if syn is not None:
+        lines.append(
+            f"model-based shadow data: {syn['synthesized']} of {syn['requested']} records synthesised "
+            f"({syn['failed']} failed), {syn['queries']:,} queries of the target model"
+        )
     lines.append(f"model fits: {s['fits']['total']}, {s['timings']['total_s']:.1f}s")
     return lines

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.models import fit, proba_in
+from mptool.inputs.options import check_synthesize
 from mptool.privacy.calibration import bin_probabilities
 from mptool.runtime import signals
 from mptool.runtime.errors import InputError
@@ -216,9 +217,13 @@ def train_pairs(
 
 
 def parse_source(text: str) -> tuple[str, float]:
-    """``population`` | ``marginals`` | ``noisy:F`` (0 < F <= 1) -> (kind, fraction)."""
+    """``population`` | ``marginals`` | ``noisy:F`` (0 < F <= 1) | ``synthesize[:Q]`` -> (kind, fraction);
+    for ``synthesize`` the second value is Q, the queries per synthetic record (:mod:`mptool.attacks.synthesis`)."""
     if text in ("population", "marginals"):
         return text, 0.0
+    queries = check_synthesize(text)
+    if queries is not None:
+        return "synthesize", float(queries)
     if text.startswith("noisy:"):
         try:
             frac = float(text.split(":", 1)[1])
@@ -226,7 +231,9 @@ def parse_source(text: str) -> tuple[str, float]:
             frac = -1.0
         if 0.0 < frac <= 1.0:
             return "noisy", frac
-    raise InputError(f"--shadow-data must be population, marginals or noisy:F with 0 < F <= 1 (got '{text}')")
+    raise InputError(
+        f"--shadow-data must be population, marginals, noisy:F with 0 < F <= 1 or synthesize[:Q] (got '{text}')"
+    )
 
 
 def synthesize(

@@ -82,7 +82,11 @@ def attack(
         ),
     ] = None,
     shadow_data: Annotated[
-        str, typer.Option(help="Untargeted shadow data: population, marginals or noisy:F.")
+        str,
+        typer.Option(
+            help="Untargeted shadow data: population, marginals, noisy:F, or synthesize[:Q] (no data: Shokri's "
+            "hill-climbing on the target model's outputs, at most Q queries per record, default 1000)."
+        ),
     ] = "population",
     per_class: Annotated[bool, typer.Option(help="Untargeted: one attack model per class (Shokri).")] = False,
     pdtp_iterations: Annotated[int, typer.Option(help="Iterations whose PDTP is measured and averaged.")] = 10,

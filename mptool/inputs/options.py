@@ -47,6 +47,12 @@ ATTACK_MAX = {
 ATTACK_MAY_BE_ZERO = ("shadow_pool", "pdtp_iterations")
 #: The protocol keeps an iterations x candidates membership matrix (one byte per cell).
 ATTACK_CELLS_MAX = 200_000_000
+#: ``--shadow-data synthesize[:Q]`` (Shokri et al. V-C, Algorithm 1): Q = queries of the target model
+#: allowed per synthetic record (the paper's iter_max; it reports 156 on average for purchase records).
+#: The default leaves room for that; the cap only stops typos. The run's total is capped too.
+SYNTH_QUERIES_DEFAULT = 1000
+SYNTH_QUERIES_MAX = 100_000
+SYNTH_TOTAL_QUERIES_MAX = 1_000_000_000
 #: pdtp --gate: the scale the DTP-1 verdict is taken on (binned = Long et al. 5.2, the default).
 GATES = ("binned", "raw")
 #: pdtp --noise-floor: records refitted with their row moved; far above any useful sample.
@@ -380,3 +386,28 @@ def check_ci_flags(*, formats: str, tolerance: float, baseline: object, waivers:
         if value is not None and not str(value):
             raise InputError(f"{flag} needs a path")
     return chosen
+
+
+def check_synthesize(text: str, flag: str = "--shadow-data") -> int | None:
+    """``synthesize`` or ``synthesize:Q`` (Q whole, 1 .. SYNTH_QUERIES_MAX): the query budget per
+    synthetic record; None when ``text`` names another source."""
+    if text != "synthesize" and not text.startswith("synthesize:"):
+        return None
+    if text == "synthesize":
+        return SYNTH_QUERIES_DEFAULT
+    raw = text.split(":", 1)[1]
+    if not re.fullmatch(r"[0-9]{1,9}", raw) or not 1 <= int(raw) <= SYNTH_QUERIES_MAX:
+        raise InputError(
+            f"{flag} synthesize:Q takes Q, the queries allowed per synthetic record, a whole number from 1 to "
+            f"{SYNTH_QUERIES_MAX:,} (got {raw[:40]!r})"
+        )
+    return int(raw)
+
+
+def check_synthesis_total(records: int, per_record: int, flag: str = "--shadow-data") -> None:
+    """The run's query budget (records x Q) at most SYNTH_TOTAL_QUERIES_MAX."""
+    if records * per_record > SYNTH_TOTAL_QUERIES_MAX:
+        raise InputError(
+            f"{flag} synthesize:{per_record}: {records:,} records x {per_record:,} queries is more than "
+            f"{SYNTH_TOTAL_QUERIES_MAX:,} queries; lower Q or --candidates"
+        )
