@@ -257,7 +257,7 @@ class Run:
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     plan: dict[str, Any] = field(default_factory=dict)  # attack.json summary.plan
-    synthesis: dict[str, Any] | None = None  # attack.json summary.synthesis (--shadow-data synthesize)
+    synthesis: synth_mod.ShadowData | None = None  # --shadow-data synthesize: made while planning
 
     @property
     def seed(self) -> int:
@@ -366,6 +366,7 @@ class Planned:
     options: AttackOptions  # |D| resolved, sized to --budget, the pool covering every target
     plan: dict[str, Any]  # candidates_from, fits, estimated_s, costs, budget_s, changes
     line: str  # the plan line printed before the work starts
+    synthesis: synth_mod.ShadowData | None = None  # --shadow-data synthesize: the shadow data, made while planning
 
 
 def plan_attack(prep: Prepared, options: AttackOptions) -> Planned:
@@ -377,8 +378,24 @@ def plan_attack(prep: Prepared, options: AttackOptions) -> Planned:
         sensitive_column(prep, options)  # attribute:COLUMN checked before any work
         run = new_run(prep, options, _no_progress)
         run.plan["candidates_from"] = candidates_from
-        line = plan_work(run, draw_candidates(run), select_pdtp_engine(options, prep))
-        return Planned(run.options, run.plan, line)
+        draw = draw_candidates(run)
+        line = plan_work(run, draw, select_pdtp_engine(options, prep))
+        made = synthesize_shadow_data(run, draw)
+        return Planned(run.options, run.plan, line + ("" if made is None else synth_mod.plan_text(made.summary)), made)
+
+
+def synthesize_shadow_data(run: Run, draw: Draw) -> synth_mod.ShadowData | None:
+    """--shadow-data synthesize with the untargeted attack: the model-based shadow data (Shokri et al.
+    V-C, :func:`mptool.attacks.synthesis.make_shadow_data`), made while planning so that a synthesis
+    that falls short stops the run (exit 2) before any work is written, and the plan line states
+    the queries spent. A Dask backend is not open yet here: the synthesis then uses local processes."""
+    if not (run.source == "synthesize" and "untargeted" in run.options.attacks):
+        return None
+    backend = run.options.backend if run.options.backend != "dask" else "loky"
+    return synth_mod.make_shadow_data(
+        run.prep.template, draw.D, np.flatnonzero(draw.in_first[0]), draw.classes, run.bin_size, run.seed,
+        int(run.fraction), run.jobs, backend,
+    )
 
 
 def run_attack(
@@ -431,6 +448,12 @@ def _run_attack(prep: Prepared, planned: Planned, progress: Progress) -> AttackO
     run = new_run(prep, planned.options, progress)
     run.plan = dict(planned.plan)
     run.timings["plan_s"] = planned.plan["seconds"]
+    if planned.synthesis is not None:
+        run.synthesis = planned.synthesis
+        run.fits["synthesis_model"] = 1
+        run.timings["synthesis_s"] = planned.synthesis.seconds
+        note = synth_mod.failure_note(planned.synthesis.summary)
+        run.notes.extend([note] if note else [])
     engine = select_pdtp_engine(run.options, prep)
     draw = draw_candidates(run, check=False)  # the plan's draw, checked there
     targets = train_targets(run, draw)
@@ -516,7 +539,7 @@ def plan_work(run: Run, draw: Draw, engine: Any) -> str:
     if run.options.shadow_pool != chosen.shadow_pool:
         changes.append(f"shadow-pool {chosen.shadow_pool} -> {run.options.shadow_pool} (every target in and out)")
     o = run.options
-    fits, synth_line = synthesis_plan(run, needs)
+    fits = synthesis_plan(run, needs)
     run.plan.update(
         fits={**plan_mod.count_fits(o, needs), **fits},
         estimated_s=round(plan_mod.estimate_seconds(o, needs, costs), 1),
@@ -526,23 +549,19 @@ def plan_work(run: Run, draw: Draw, engine: Any) -> str:
         seconds=round(time.perf_counter() - t0, 3),
     )
     alone = auto_jobs and costs.workers == 1 and resolve_jobs(None) > 1
-    return plan_mod.plan_line(o, needs, costs, given.budget, changes, alone) + synth_line
+    return plan_mod.plan_line(o, needs, costs, given.budget, changes, alone)
 
 
-def synthesis_plan(run: Run, needs: plan_mod.Needs) -> tuple[dict[str, int], str]:
-    """--shadow-data synthesize: the extra fit (the queried model) and the plan line's query budget
-    (|D| records x Q queries at most; Shokri et al. V-C). Checks the total against its cap."""
+def synthesis_plan(run: Run, needs: plan_mod.Needs) -> dict[str, int]:
+    """--shadow-data synthesize: the extra fit (the queried model, Shokri et al. V-C); checks the
+    query budget (|D| records x Q queries at most) against its cap."""
     if not (needs.synthetic and run.source == "synthesize"):
-        return {}, ""
+        return {}
     o = run.options
     assert o.candidates is not None
-    per_record = int(run.fraction)
-    check_synthesis_total(o.candidates, per_record)
-    run.plan["synthesis_queries_max"] = o.candidates * per_record
-    return {"synthesis_model": 1}, (
-        f"; model-based shadow data: {o.candidates:,} records by hill-climbing on A(D1)'s outputs, at most "
-        f"{per_record:,} queries each ({o.candidates * per_record:,} in all; not in the estimate)"
-    )
+    check_synthesis_total(o.candidates, int(run.fraction))
+    run.plan["synthesis_queries_max"] = o.candidates * int(run.fraction)
+    return {"synthesis_model": 1}
 
 
 def classifier_timer(run: Run, draw: Draw) -> Callable[[np.ndarray], float]:
@@ -803,47 +822,16 @@ def attack_untargeted(run: Run, draw: Draw, targets: TargetOutputs, evidence: Ev
 
 
 def synthesized_shadows(run: Run, draw: Draw) -> tuple[pd.DataFrame, np.ndarray, ShadowPool]:
-    """Shadow data without population data (Shokri et al. V-C, Algorithm 1): |D| records, classes in
-    turn, hill-climbed on the binned outputs of A(D1) of the first iteration (the model API the auditor
-    queries); then --shadows models, each on a random half of the records made, queried on all of
-    them (as the population shadows on D). Records that fail within the budget are counted in
-    summary.synthesis and a note. Fewer than 4 records or one class: exit 2 (raise Q)."""
-    o, D = run.options, draw.D
-    half = np.flatnonzero(draw.in_first[0])
-    model = fit(run.prep.template, D.X.iloc[half], D.y[half])
-    run.fits["synthesis_model"] = 1
-    domain = synth_mod.schema_domain(D.schema, D.X)
-    params = synth_mod.paper_params(len(domain.names), int(run.fraction))
-    assert o.candidates is not None
-    t0 = time.perf_counter()
-    with run.progress(o.candidates, "model-based synthesis (Shokri Algorithm 1)") as advance:
-        made = synth_mod.synthesize_records(
-            model, draw.classes, run.bin_size, domain, o.candidates, run.seed, params, run.jobs, o.backend, advance
-        )
-    run.timings["synthesis_s"] = time.perf_counter() - t0
-    run.synthesis = synth_mod.summarise(made, draw.classes, params)
-    s = run.synthesis
-    if s["failed"]:
-        run.notes.append(
-            f"model-based synthesis: {s['failed']} of {s['requested']} records not synthesised within "
-            f"{params.max_queries} queries each (per class: "
-            + ", ".join(f"{c} {v['failed']}" for c, v in s["per_class"].items()) + "); the shadows use the "
-            f"{s['synthesized']} made"
-        )
-    ok = np.flatnonzero(made.ok)
-    if ok.size < 4 or len(np.unique(made.labels[ok])) < 2:
-        raise InputError(
-            f"--shadow-data {o.shadow_data}: only {ok.size} of {o.candidates} records were synthesised "
-            f"({len(np.unique(made.labels[ok]))} class(es)) within {params.max_queries} queries each; "
-            "shadow models need two classes: raise Q (synthesize:Q) or use marginals"
-        )
-    Xs = domain.decode(made.codes[ok])
-    ys_idx = made.labels[ok]
-    with run.progress(o.shadows, f"shadow models ({o.shadow_data} data)") as advance:
-        pool = train_pool(run.prep.template, Xs, draw.classes[ys_idx], draw.classes, o.shadows, ok.size // 2,
-                          run.seed, run.bin_size, run.jobs, o.backend, advance)
+    """Shadows on model-based shadow data (Shokri et al. V-C; made while planning,
+    :func:`synthesize_shadow_data`): --shadows models, each on a random half of the records made,
+    queried on all of them, as the population shadows are on D."""
+    o, made = run.options, run.synthesis
+    assert made is not None
+    with run.progress(o.shadows, "shadow models (model-based synthetic data)") as advance:
+        pool = train_pool(run.prep.template, made.X, draw.classes[made.y_idx], draw.classes, o.shadows,
+                          len(made.y_idx) // 2, run.seed, run.bin_size, run.jobs, o.backend, advance)
     run.fits["shadow_synthetic"] = o.shadows
-    return Xs, ys_idx, pool
+    return made.X, made.y_idx, pool
 
 
 def attack_threshold(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence) -> tuple[Scored, dict]:
@@ -1078,7 +1066,7 @@ def run_summary(
         "fits": {**run.fits, "total": int(sum(v for k, v in run.fits.items() if k != "pdtp_leave_one_out_records"))},
         "plan": {k: v for k, v in run.plan.items() if k not in ("candidates_from", "seconds")},
         "jobs": run.jobs,
-        **({"synthesis": run.synthesis} if run.synthesis is not None else {}),
+        **({"synthesis": run.synthesis.summary} if run.synthesis is not None else {}),
     }
 
 

@@ -35,6 +35,7 @@ procedure; :func:`synthesize_batch` runs many in lock-step and returns the same 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import astuple, dataclass
 from typing import Any
@@ -335,3 +336,74 @@ def synthesize_records(
         on_result=lambda r: advance(len(r[2])),
     )
     return concat([Synthesized(*part) for part in parts], len(domain.names))
+
+
+@dataclass(frozen=True)
+class ShadowData:
+    """Model-based shadow data of a run: the records made, their class indices and summary.synthesis."""
+
+    X: pd.DataFrame
+    y_idx: np.ndarray
+    summary: dict[str, Any]
+    seconds: float
+
+
+def make_shadow_data(
+    template: Any,
+    D: Any,
+    half: np.ndarray,
+    classes: np.ndarray,
+    bin_size: float,
+    seed: int,
+    queries: int,
+    jobs: int,
+    backend: str = "loky",
+) -> ShadowData:
+    """Shadow data without population data (Shokri et al. V-C): A is fitted on the records of D at
+    ``half`` (D1 of the protocol's first iteration: the model whose API the auditor queries) and
+    |D| records, classes in turn, are hill-climbed on its binned outputs with at most ``queries``
+    queries each. Only the schema's domain is used (:func:`schema_domain`), never D's records.
+
+    Raises InputError when fewer than 4 records or a single class came out (no shadow model can
+    be trained on them); records that fail are otherwise counted in the summary, not dropped silently.
+    """
+    from mptool.inputs.models import fit
+    from mptool.runtime.errors import InputError
+
+    t0 = time.perf_counter()
+    model = fit(template, D.X.iloc[half], D.y[half])
+    domain = schema_domain(D.schema, D.X)
+    params = paper_params(len(domain.names), queries)
+    made = synthesize_records(model, classes, bin_size, domain, len(D.y), seed, params, jobs, backend)
+    ok = np.flatnonzero(made.ok)
+    n_classes = len(np.unique(made.labels[ok]))
+    if ok.size < 4 or n_classes < 2:
+        raise InputError(
+            f"--shadow-data synthesize: only {ok.size} of {len(made.ok)} records were synthesised ({n_classes} "
+            f"class(es)) within {queries} queries each, {made.total_queries:,} queries in all: the target model is "
+            "not confident enough anywhere its domain was searched; shadow models need two classes: raise Q "
+            "(synthesize:Q) or use --shadow-data marginals"
+        )
+    summary = summarise(made, classes, params)
+    return ShadowData(domain.decode(made.codes[ok]), made.labels[ok], summary, time.perf_counter() - t0)
+
+
+def failure_note(summary: dict[str, Any]) -> str | None:
+    """The run's note on records not synthesised within the budget (None when every record was)."""
+    if not summary["failed"]:
+        return None
+    per_class = ", ".join(f"{v['failed']} of class {c}" for c, v in summary["per_class"].items() if v["failed"])
+    return (
+        f"model-based synthesis: {summary['failed']} of {summary['requested']} records not synthesised within "
+        f"{summary['params']['max_queries_per_record']} queries each ({per_class}); the shadow models train on "
+        f"the {summary['synthesized']} made"
+    )
+
+
+def plan_text(summary: dict[str, Any]) -> str:
+    """The plan line's part on the synthesis (done before the plan line: its cost is known)."""
+    return (
+        f"; model-based shadow data (Shokri V-C): {summary['synthesized']:,} of {summary['requested']:,} records "
+        f"synthesised with {summary['queries']:,} queries of A(D1) (at most "
+        f"{summary['params']['max_queries_per_record']:,} per record)"
+    )
