@@ -52,7 +52,7 @@ ATTACK_CELLS_MAX = 200_000_000
 #: The default leaves room for that; the cap only stops typos. The run's total is capped too.
 SYNTH_QUERIES_DEFAULT = 1000
 SYNTH_QUERIES_MAX = 100_000
-SYNTH_TOTAL_QUERIES_MAX = 1_000_000_000
+SYNTH_TOTAL_QUERIES_MAX = 100_000_000
 #: pdtp --gate: the scale the DTP-1 verdict is taken on (binned = Long et al. 5.2, the default).
 GATES = ("binned", "raw")
 #: pdtp --noise-floor: records refitted with their row moved; far above any useful sample.
