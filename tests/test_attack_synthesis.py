@@ -182,3 +182,16 @@ def test_cli_reports_records_that_fail_within_the_budget(tmp_path: Path) -> None
     syn = json.loads((tmp_path / "o" / "attack.json").read_text())["summary"]["synthesis"]
     assert syn["failed"] > 0 and syn["queries"] <= 2 * 120
     assert f"{syn['failed']} of 120 records not synthesised within 2 queries each" in res.stderr
+
+
+def test_decode_gives_the_domain_values_with_the_data_dtypes(tmp_path: Path) -> None:
+    csv, _ = mixed_setup(tmp_path)
+    spec = parse_spec({"data": {"label": "label", "train_size": None}, "model": {"estimator": "logistic_regression"},
+                       "seed": 0})  # fmt: skip
+    D = prepare(csv, spec).population
+    dom = schema_domain(D.schema, D.X)
+    codes = np.random.default_rng(0).integers(0, dom.sizes, (50, len(dom.sizes)))
+    X = dom.decode(codes)
+    assert list(X.columns) == list(D.X.columns) and list(X.dtypes) == list(D.X.dtypes)
+    for j, name in enumerate(dom.names):
+        assert list(X[name]) == list(dom.values[j][codes[:, j]])
