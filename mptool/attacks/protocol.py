@@ -828,7 +828,8 @@ def synthesized_shadows(run: Run, draw: Draw) -> tuple[pd.DataFrame, np.ndarray,
     o, made = run.options, run.synthesis
     assert made is not None
     with run.progress(o.shadows, "shadow models (model-based synthetic data)") as advance:
-        pool = train_pool(run.prep.template, made.X, draw.classes[made.y_idx], draw.classes, o.shadows,
+        labels = draw.classes[made.y_idx].astype(draw.D.y.dtype)  # the data's label type (not object)
+        pool = train_pool(run.prep.template, made.X, labels, draw.classes, o.shadows,
                           len(made.y_idx) // 2, run.seed, run.bin_size, run.jobs, o.backend, advance)
     run.fits["shadow_synthetic"] = o.shadows
     return made.X, made.y_idx, pool
