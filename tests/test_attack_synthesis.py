@@ -195,3 +195,27 @@ def test_decode_gives_the_domain_values_with_the_data_dtypes(tmp_path: Path) -> 
     assert list(X.columns) == list(D.X.columns) and list(X.dtypes) == list(D.X.dtypes)
     for j, name in enumerate(dom.names):
         assert list(X[name]) == list(dom.values[j][codes[:, j]])
+
+
+def test_untargeted_features_auto_drops_the_record_with_synthetic_shadow_data(tmp_path: Path) -> None:
+    """auto: y, q (Shokri) with synthesized data, x, y, q (Long et al.) with population data; xyq forces x back."""
+    from mptool.attacks.untargeted import FeatureEncoder, resolve_features
+
+    assert resolve_features("auto", True) == "yq" and resolve_features("auto", False) == "xyq"
+    assert resolve_features("xyq", True) == "xyq" and resolve_features("yq", False) == "yq"
+    csv, spec = mixed_setup(tmp_path)
+    frame = pd.read_csv(csv)
+    prep = prepare(csv, parse_spec({"data": {"label": "label"}, "model": {"estimator": "logistic_regression"}}))
+    assert FeatureEncoder.fit(frame, prep.population.schema, use_record=False).transform(frame).shape == (240, 0)
+    assert FeatureEncoder.fit(frame, prep.population.schema).transform(frame).shape[1] > 0
+    runs = {}
+    for name, extra in {"auto": (), "xyq": ("--untargeted-features", "xyq")}.items():
+        res = run_cli(*attack_argv(csv, spec, tmp_path / name, "--jobs", "1", *extra))
+        assert res.code == 0, res.stderr
+        runs[name] = json.loads((tmp_path / name / "attack.json").read_text())["attacks"]["untargeted"]
+    assert runs["auto"]["features"].startswith("y, q") and runs["xyq"]["features"].startswith("x, y, q")
+    assert runs["auto"]["auc"] != runs["xyq"]["auc"]  # the choice reaches the attack classifier
+    pop = run_cli(*[a if a != "synthesize:200" else "population" for a in attack_argv(csv, spec, tmp_path / "p")])
+    assert pop.code == 0, pop.stderr
+    untargeted = json.loads((tmp_path / "p" / "attack.json").read_text())["attacks"]["untargeted"]
+    assert untargeted["features"].startswith("x, y, q")

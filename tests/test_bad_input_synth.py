@@ -55,6 +55,12 @@ def model_never_confident(d: Path):  # synth-6: heavily regularised LR outputs i
     ]
 
 
+def features_unknown(d: Path):  # synth-7
+    return synth_args(d, "population", "--untargeted-features", "xy"), [
+        "--untargeted-features must be one of auto, xyq, yq (got 'xy')"
+    ]
+
+
 CASES: list[Case] = [
     queries_zero,
     queries_not_a_number,
@@ -62,6 +68,7 @@ CASES: list[Case] = [
     queries_above_cap,
     total_above_cap,
     model_never_confident,
+    features_unknown,
 ]
 
 

@@ -220,6 +220,7 @@ def attack(
     shadow_pool: int | None = None,
     shadow_data: str = "population",
     per_class: bool = False,
+    untargeted_features: str = "auto",
     pdtp_iterations: int = 10,
     max_accuracy: float | None = None,
     max_auc: float | None = None,
@@ -253,12 +254,14 @@ def attack(
                 "pairs": pairs, "shadow_pool": shadow_pool, "pdtp_iterations": pdtp_iterations},
         max_accuracy=max_accuracy, max_auc=max_auc, budget=budget, dashes=False,
     )
+    checks.check_untargeted_features(untargeted_features, "untargeted_features")
     spec = as_spec(spec)
     options = AttackOptions(
         attacks=parse_attacks(attacks) if isinstance(attacks, str) else tuple(attacks), candidates=candidates,
         iterations=iterations, targets=targets, shadows=shadows, pairs=pairs,
         shadow_pool=DEFAULT_SHADOW_POOL if shadow_pool is None else shadow_pool, auto_pool=shadow_pool is None,
-        shadow_data=shadow_data, per_class=per_class, pdtp_iterations=pdtp_iterations, jobs=jobs, engine=engine,
+        shadow_data=shadow_data, per_class=per_class, untargeted_features=untargeted_features,
+        pdtp_iterations=pdtp_iterations, jobs=jobs, engine=engine,
         max_accuracy=max_accuracy, max_auc=max_auc, backend=check_backend(backend, scheduler), budget=budget,
     )
     checks.check_trained(trained)

@@ -70,7 +70,7 @@ from mptool.attacks.shadows import (
 )
 from mptool.attacks.targeted import distance, frequency
 from mptool.attacks.threshold import expected_training_loss, threshold
-from mptool.attacks.untargeted import FeatureEncoder, train_untargeted
+from mptool.attacks.untargeted import FeatureEncoder, resolve_features, train_untargeted
 from mptool.inputs.data import Records
 from mptool.inputs.models import fit, proba_in
 from mptool.inputs.options import ATTACK_CELLS_MAX, check_synthesis_total
@@ -140,6 +140,7 @@ class AttackOptions:
     shadow_pool: int = 0
     shadow_data: str = "population"
     per_class: bool = False
+    untargeted_features: str = "auto"
     pdtp_iterations: int = 10
     jobs: int | None = None
     engine: str = "auto"
@@ -771,7 +772,8 @@ def attack_untargeted(run: Run, draw: Draw, targets: TargetOutputs, evidence: Ev
     """Shokri et al.'s shadow-model attack (Long et al., Algorithm 1): an attack classifier
     trained on the shadows' (x, y, q, in/out) rows, queried with each target model's output."""
     o, D, k = run.options, draw.D, len(draw.classes)
-    encoder = FeatureEncoder.fit(D.X, D.schema)
+    features = resolve_features(o.untargeted_features, run.source != "population")
+    encoder = FeatureEncoder.fit(D.X, D.schema, use_record=features == "xyq")
     if run.source == "synthesize":
         Xs, ys_idx, pool = synthesized_shadows(run, draw)
         m = pool.size
@@ -817,7 +819,10 @@ def attack_untargeted(run: Run, draw: Draw, targets: TargetOutputs, evidence: Ev
     reps = targets.q.shape[0] * targets.q.shape[1]
     s, d = model.score(np.tile(xt, (reps, 1)), np.tile(draw.target_y, reps), targets.q.reshape(-1, k))
     shape = targets.member.shape
-    extra = {"attack_training_rows": int(len(m_rows)), "per_class": o.per_class, "shadow_data": o.shadow_data}
+    extra = {
+        "attack_training_rows": int(len(m_rows)), "per_class": o.per_class, "shadow_data": o.shadow_data,
+        "features": {"xyq": "x, y, q (Long et al. Algorithm 1)", "yq": "y, q (Shokri et al.)"}[features],
+    }
     return (s.reshape(shape), d.reshape(shape)), extra
 
 

@@ -25,6 +25,25 @@ from sklearn.neural_network import MLPClassifier
 from mptool.inputs.data import Schema
 from mptool.runtime.signals import guard_fit
 
+#: ``--untargeted-features``: what the attack classifier sees besides y and q.
+UNTARGETED_FEATURES = ("auto", "xyq", "yq")
+
+
+def resolve_features(choice: str, synthetic: bool) -> str:
+    """``xyq`` or ``yq`` for ``--untargeted-features`` ``choice``.
+
+    ``xyq`` is Long et al.'s attack set (Algorithm 1 line 5: the record x, its label y, the
+    model's output q); ``yq`` is Shokri et al.'s (section V: y and q only). ``auto`` takes ``xyq``
+    with population shadow data, as the paper's protocol does, and ``yq`` with synthetic shadow
+    data (marginals, noisy, synthesize), whose records do not look like real ones, so an attack
+    that learnt from their x does not carry over to real targets (measured in
+    benchmarks/bench_synthesis.py: purchase-style data, AUC 0.50-0.52 with x against 0.93-0.96
+    without).
+    """
+    if choice == "auto":
+        return "yq" if synthetic else "xyq"
+    return choice
+
 
 @dataclass(frozen=True)
 class FeatureEncoder:
@@ -32,14 +51,16 @@ class FeatureEncoder:
 
     Categorical columns are one-hot over their schema domain; numeric columns are
     standardised with the candidate set's mean and standard deviation (empty cells -> 0).
+    With ``use_record`` False (Shokri et al.'s features) every record encodes to no columns.
     """
 
     schema: Schema
     means: dict[str, float]
     stds: dict[str, float]
+    use_record: bool = True
 
     @classmethod
-    def fit(cls, X: pd.DataFrame, schema: Schema) -> FeatureEncoder:
+    def fit(cls, X: pd.DataFrame, schema: Schema, use_record: bool = True) -> FeatureEncoder:
         means, stds = {}, {}
         for c in schema.columns:
             if c.kind == "numeric":
@@ -47,9 +68,11 @@ class FeatureEncoder:
                 means[c.name] = float(np.nanmean(v)) if np.isfinite(v).any() else 0.0
                 sd = float(np.nanstd(v)) if np.isfinite(v).any() else 0.0
                 stds[c.name] = sd if sd > 0 else 1.0
-        return cls(schema, means, stds)
+        return cls(schema, means, stds, use_record)
 
     def transform(self, X: pd.DataFrame) -> np.ndarray:
+        if not self.use_record:
+            return np.zeros((len(X), 0))
         blocks = []
         for c in self.schema.columns:
             if c.kind == "numeric":

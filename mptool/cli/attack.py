@@ -89,6 +89,13 @@ def attack(
         ),
     ] = "population",
     per_class: Annotated[bool, typer.Option(help="Untargeted: one attack model per class (Shokri).")] = False,
+    untargeted_features: Annotated[
+        str,
+        typer.Option(
+            help="Untargeted attack features: xyq (record, label, output; Long et al.), yq (label and output; "
+            "Shokri et al.) or auto (xyq with population shadow data, yq with synthetic)."
+        ),
+    ] = "auto",
     pdtp_iterations: Annotated[int, typer.Option(help="Iterations whose PDTP is measured and averaged.")] = 10,
     max_accuracy: Annotated[
         float | None, typer.Option(help="Exit 1 if an attack's accuracy exceeds this beyond noise (95% lower end).")
@@ -173,6 +180,7 @@ def attack(
                 "pairs": pairs, "shadow_pool": shadow_pool, "pdtp_iterations": pdtp_iterations},
         max_accuracy=max_accuracy, max_auc=max_auc, budget=budget,
     )
+    flags.check_untargeted_features(untargeted_features)
     flags.check_trained(trained)
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
     backend = check_backend(backend, scheduler)
@@ -198,6 +206,7 @@ def attack(
     result = run(
         data_path, spec, attacks=names, candidates=candidates, iterations=iterations, targets=targets,
         shadows=shadows, pairs=pairs, shadow_pool=shadow_pool, shadow_data=shadow_data, per_class=per_class,
+        untargeted_features=untargeted_features,
         pdtp_iterations=pdtp_iterations, max_accuracy=max_accuracy, max_auc=max_auc, budget=budget, jobs=jobs or None,
         engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep, on_plan=opener.lines.append, trained=trained,
