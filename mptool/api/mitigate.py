@@ -93,7 +93,7 @@ class MitigateOptions:
     sample: int | None = None
     jobs: int | None = None
     backend: str = "loky"
-    max_removals: int = 50
+    max_removals: int | None = None  # None: min(50, |T| / 10)
 
 
 @dataclass(frozen=True)
@@ -243,12 +243,24 @@ def score(setting: Setting, trained: Trained, prep: Prepared, holdout: Any, targ
     }
 
 
-def removal_row(prep: Prepared, options: MitigateOptions, progress: Any, holdout: Any) -> dict:
-    """The ``reduce-dtp`` result as a row (Long et al. 8): the best prefix's max PDTP, T minus it retrained."""
+def removal_budget(options: MitigateOptions, n_train: int) -> int:
+    """Removals the removal family may make: ``max_removals``, by default min(50, |T| / 10)."""
+    return options.max_removals if options.max_removals is not None else min(50, n_train // 10)
+
+
+def removal_row(prep: Prepared, options: MitigateOptions, progress: Any, holdout: Any) -> dict | str:
+    """The ``reduce-dtp`` result as a row (Long et al. 8): the best prefix's max PDTP, T minus it retrained.
+
+    A note instead when the search cannot run (e.g. a removal leaves T with one class).
+    """
     t0 = time.perf_counter()
-    reduce_options = ReduceOptions(options.target, options.max_removals, parse_strategy("greedy"), options.jobs,
+    budget = removal_budget(options, prep.train.n)
+    reduce_options = ReduceOptions(options.target, budget, parse_strategy("greedy"), options.jobs,
                                    "auto", backend=options.backend, compare_greedy=False)
-    s = run_reduce(prep, reduce_options, progress).summary
+    try:
+        s = run_reduce(prep, reduce_options, progress).summary
+    except InputError as exc:
+        return f"removal: reduce-dtp stopped, no row: {exc}"
     T, spec = prep.train, prep.spec
     removed = np.isin(T.rows, np.asarray(s["best_prefix"], dtype=T.rows.dtype))
     model = fit_checked(prep.template, T.take(np.flatnonzero(~removed)))
@@ -351,8 +363,10 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
             trained = replace(trained, fits=0)
         rows.append(score(s, trained, prep, holdout, options.target, time.perf_counter() - t))
     if removal:
-        on_line("removal: reduce-dtp (greedy)")
-        rows.append(removal_row(prep, options, progress, holdout))
+        on_line(f"removal: reduce-dtp (greedy, at most {removal_budget(options, prep.train.n)} removals)")
+        row = removal_row(prep, options, progress, holdout)
+        notes += [row] if isinstance(row, str) else []
+        rows += [] if isinstance(row, str) else [row]
     table = pd.DataFrame(rows, columns=list(MITIGATE_COLUMNS))
     best, runners = decide(table, options.target)
     specs = {r["setting"]: s.spec for r, s in zip(rows[1:], settings, strict=False)}
@@ -409,7 +423,7 @@ def mitigate(
     defences: str | tuple[str, ...] = "all",
     target: float = 1.0,
     sample: int | None = None,
-    max_removals: int = 50,
+    max_removals: int | None = None,
     jobs: int | None = None,
     backend: str = "loky",
     scheduler: str | None = None,
@@ -421,7 +435,8 @@ def mitigate(
     """Score defences against membership inference on ``spec`` and recommend the most useful that passes.
 
     ``target`` is the largest max PDTP accepted (1.0: DTP-1); ``sample`` audits a seeded sample
-    of K records of T (as ``mptool pdtp --sample K``); ``on_line(text)`` gets the plan and each
+    of K records of T (as ``mptool pdtp --sample K``); ``max_removals`` bounds the removal family
+    (None: min(50, |T| / 10)); ``on_line(text)`` gets the plan and each
     setting as it starts. See the module docstring for the families.
     """
     from mptool.api.operations import as_spec

@@ -43,7 +43,9 @@ def mitigate(
     sample: Annotated[
         int | None, typer.Option(help="Audit a seeded sample of K records of T (re-audit: mptool pdtp --sample K).")
     ] = None,
-    max_removals: Annotated[int, typer.Option(help="Removal budget of the removal family (reduce-dtp).")] = 50,
+    max_removals: Annotated[
+        int | None, typer.Option(help="Removal budget of the removal family (reduce-dtp) [default: min(50, |T|/10)].")
+    ] = None,
     jobs: JobsOpt = 0,
     train_size: TrainSizeOpt = None,
     seed: SeedOpt = None,

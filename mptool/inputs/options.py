@@ -406,7 +406,9 @@ def check_defences(text: Any, known: Sequence[str], flag: str = "--defences") ->
     return tuple(t for t in known if t in items)
 
 
-def check_mitigate_flags(*, target: float, sample: int | None, max_removals: int, train_size: int | None) -> None:
+def check_mitigate_flags(
+    *, target: float, sample: int | None, max_removals: int | None, train_size: int | None
+) -> None:
     """``mptool mitigate``: target, sample, removal budget and training-set size."""
     check_target(target)
     check_count(sample, "--sample", 1)
