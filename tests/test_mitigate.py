@@ -133,7 +133,7 @@ def test_exit_1_when_no_setting_passes(tmp_path: Path) -> None:
     summary = json.loads((out / "mitigate.json").read_text())
     assert summary["verdict"] == "fail" and summary["recommended"] is None
     assert not (out / "recommended-spec.yaml").exists()
-    assert summary["sentence"].startswith("No setting passes")
+    assert summary["sentence"].startswith("No setting keeps max PDTP within the target")
     again, _ = cli_mitigate(tmp_path, csv, spec, "m", "--jobs", "1", "--defences", "release")
     assert again.code == 2 and "--force" in again.stderr  # results are not overwritten without --force
 

@@ -329,10 +329,12 @@ def sentence(table: pd.DataFrame, best: int | None, target: float, holdout_n: in
     base = table.iloc[0]
     if best is None:
         low = table.loc[table["max_pdtp"].idxmin()]
-        return (f"No setting passes max PDTP <= {target:g}; the lowest max PDTP is {low['max_pdtp']:.4f} "
+        return (f"No setting keeps max PDTP within the target {target:g}; the lowest max PDTP is "
+                f"{low['max_pdtp']:.4f} "
                 f"({low['setting']}, {low['family']}); baseline {base['max_pdtp']:.4f}.")
     row = table.loc[best]
-    return (f"Use {row['setting']} ({row['family']}): max PDTP {row['max_pdtp']:.4f} <= {target:g} with accuracy "
+    return (f"Use {row['setting']} ({row['family']}): max PDTP {row['max_pdtp']:.4f}, within the target "
+            f"{target:g}, with accuracy "
             f"{row['accuracy']:.4f} on {holdout_n:,} rows outside T (baseline: max PDTP {base['max_pdtp']:.4f}, "
             f"accuracy {base['accuracy']:.4f}).")
 
