@@ -192,3 +192,17 @@ def test_dp_rows_carry_the_epsilon_bound(tmp_path: Path, monkeypatch) -> None:
     dp = table[table["family"] == "dp"]
     assert list(dp["dtp_bound"]) == list(api.DP_EPSILONS)
     assert (dp["fits"] == 41).all() and (dp["engine"] == "refit").all()
+
+
+def test_reduce_dtp_and_pdtp_measure_the_released_model(tmp_path: Path) -> None:
+    """reduce-dtp's step 0 is pdtp's max under the same release policy; the bound columns are blank under it."""
+    csv, spec_path = small(tmp_path, "gaussian_nb")
+    spec = with_changes(load_spec(spec_path), release={"round": 1})
+    audited = mptool.pdtp(csv, spec, jobs=1)
+    reduced = mptool.reduce_dtp(csv, spec, max_removals=1, jobs=1)
+    assert reduced.summary["initial_max"] == audited.summary["max"]
+    assert audited.summary["release"] == {"round": 1}
+    assert audited.table["dtp_upper"].isna().all() and audited.summary["dtp"]["upper_bound"]["kind"] == "none"
+    plain = mptool.pdtp(csv, load_spec(spec_path), jobs=1)
+    assert plain.summary["release"] == {} and plain.summary["dtp"]["upper_bound"]["kind"] != "none"
+    assert load_spec(spec_path).sha256() == mptool.as_spec(spec_path).sha256()  # no release: the hash is unchanged

@@ -63,6 +63,8 @@ REGULARISE_GRID: dict[str, tuple[str, tuple[Any, ...]]] = {
     "RandomForestClassifier": ("min_samples_leaf", (5, 20)),
     "MLPClassifier": ("alpha", (0.01, 1.0)),
 }
+#: Records audited by default when the estimator has no exact engine (each setting then refits once per record).
+REFIT_SAMPLE = 100
 #: Epsilon grid of the DP family, and which DP estimator stands in for which family.
 DP_EPSILONS = (0.5, 2.0, 8.0)
 DP_FOR = {"nb": "dp_gaussian_nb", "lr": "dp_logistic_regression"}
@@ -455,7 +457,13 @@ def mitigate(
     options = MitigateOptions(chosen, float(target), sample, jobs, backend, max_removals)
     prep = prepared or prepare(data, spec, allow_import)
     select_positions(prep, None, sample)  # a --sample above |T| fails before any work
+    notes: list[str] = []
+    if sample is None and fit_count(prep, 2) > 1 and prep.train.n > REFIT_SAMPLE:
+        sample = REFIT_SAMPLE
+        notes.append(f"no exact engine for {prep.choice.name}: auditing a seeded sample of {sample} records of T "
+                     f"(--sample {sample}; give --sample to change it); re-audit with mptool pdtp --sample {sample}")
+    options = replace(options, sample=sample)
     with session(backend, scheduler, jobs):
         outcome = run_mitigate(prep, options, progress or _quiet, on_line or (lambda line: None))
     return MitigateResult(outcome.table, MappingProxyType(outcome.summary), spec, outcome.recommended,
-                          (*prep.notes, *outcome.notes))
+                          (*prep.notes, *notes, *outcome.notes))

@@ -91,6 +91,7 @@ def mitigate(
     )
     for note in result.notes[len(prep.notes):]:
         ui.warn(note)
+    sample = result.summary["sample"]  # a default sample when the estimator has no exact engine
     document = {**result.summary, "spec": spec.dumped(), "out": str(out_dir), "settings": to_records(result.table)}
     write_atomic(out_dir / "mitigate.csv", to_csv(result.table))
     if result.recommended is not None:
