@@ -206,3 +206,25 @@ def test_reduce_dtp_and_pdtp_measure_the_released_model(tmp_path: Path) -> None:
     plain = mptool.pdtp(csv, load_spec(spec_path), jobs=1)
     assert plain.summary["release"] == {} and plain.summary["dtp"]["upper_bound"]["kind"] != "none"
     assert load_spec(spec_path).sha256() == mptool.as_spec(spec_path).sha256()  # no release: the hash is unchanged
+
+
+def test_report_has_the_mitigation_section_without_record_values(tmp_path: Path) -> None:
+    csv, spec = small(tmp_path, "gaussian_nb")
+    res, out = cli_mitigate(tmp_path, csv, spec, "m", "--jobs", "1", "--defences", "release,regularise")
+    assert res.code in (0, 1), res.stderr
+    rep = run_cli("report", out, "--format", "both")
+    assert rep.code == 0, rep.stderr
+    html, md = (out / "report.html").read_text(), (out / "report.md").read_text()
+    sentence = json.loads((out / "mitigate.json").read_text())["sentence"]
+    assert 'id="plot-mitigation"' in html and "Mitigation (mptool mitigate)" in md and sentence in md
+    assert "(Pareto)" in md
+    frame = mixed_frame(60, seed=3)
+    for value in frame["x1"].astype(str).head(20):  # no feature value of the data reaches the report
+        assert f">{value}<" not in html and f"| {value} |" not in md
+
+
+def test_pareto_front_known_answer() -> None:
+    from mptool.outputs.report.mitigation import pareto_front
+
+    got = pareto_front(np.array([2.0, 0.5, 0.4, 1.0, np.nan]), np.array([0.85, 0.84, 0.80, 0.84, 0.9]))
+    assert got.tolist() == [True, True, True, False, False]
