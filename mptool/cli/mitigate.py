@@ -68,7 +68,7 @@ def mitigate(
     from mptool.api.mitigate import mitigate as run
     from mptool.inputs.prepare import prepare
     from mptool.inputs.spec import load_spec
-    from mptool.outputs.results import default_out_dir, prepare_out_dir, to_csv, to_json, write_atomic
+    from mptool.outputs.results import default_out_dir, prepare_out_dir
     from mptool.runtime.parallel import check_backend
 
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=None, allow_import=allow_import)
@@ -91,21 +91,30 @@ def mitigate(
     )
     for note in result.notes[len(prep.notes):]:
         ui.warn(note)
-    sample = result.summary["sample"]  # a default sample when the estimator has no exact engine
-    document = {**result.summary, "spec": spec.dumped(), "out": str(out_dir), "settings": to_records(result.table)}
-    write_atomic(out_dir / "mitigate.csv", to_csv(result.table))
+    return finish_mitigate(result, data_path, out_dir, quiet)
+
+
+def finish_mitigate(result: Any, data_path: Path, out_dir: Path, quiet: bool) -> int:
+    """Write mitigate.csv, mitigate.json and (when a setting passes) recommended-spec.yaml; print; exit code."""
+    from mptool.outputs.formats import OutputFile, write_files
+
+    sample = result.summary["sample"]  # also the default sample when the estimator has no exact engine
+    document = {**result.summary, "spec": result.spec.dumped(), "out": str(out_dir),
+                "settings": to_records(result.table)}
+    files = [OutputFile("mitigate.csv", "csv", result.table)]
     if result.recommended is not None:
         document["recommended"] = {**document["recommended"], "spec_file": "recommended-spec.yaml",
                                    "command": reaudit_command(data_path, out_dir, sample)}
-        write_atomic(out_dir / "recommended-spec.yaml", recommended_yaml(result, data_path, out_dir, sample))
-    write_atomic(out_dir / "mitigate.json", to_json(document))
+        files.append(OutputFile("recommended-spec.yaml", "text", recommended_yaml(result, data_path, out_dir, sample)))
+    files.append(OutputFile("mitigate.json", "json", document))
+    write_files(out_dir, files)
     print_summary(result, quiet)
     ui.info(f"results: {out_dir / 'mitigate.csv'}, {out_dir / 'mitigate.json'}", quiet)
     return EXIT_OK if result.recommended is not None else EXIT_FINDING
 
 
 def to_records(table: Any) -> list[dict[str, Any]]:
-    """The settings table as JSON records (NaN -> null by to_json)."""
+    """The settings table as JSON records (NaN -> null by the json format)."""
     return table.to_dict(orient="records")
 
 
