@@ -10,6 +10,7 @@ The public Python API (:mod:`mptool.api.operations`), loaded on first use so tha
     result = mptool.pdtp("data.csv", "spec.yaml")      # or a DataFrame and a dict
     result.verdict, result.summary["max"], result.table
     mptool.attack(...), mptool.reduce_dtp(...)
+    mptool.mitigate(...)   # defences scored on PDTP and utility (mptool.api.mitigate)
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = ("pdtp", "attack", "reduce_dtp", "PdtpResult", "AttackResult", "ReduceResult", "as_spec")
-__all__ = ["__version__", *_API]
+_MITIGATE = ("mitigate", "MitigateResult")
+__all__ = ["__version__", *_API, *_MITIGATE]
 
 
 def __getattr__(name: str) -> Any:
@@ -28,4 +30,8 @@ def __getattr__(name: str) -> Any:
         from mptool.api import operations
 
         return getattr(operations, name)
+    if name in _MITIGATE:
+        from mptool.api import mitigate
+
+        return getattr(mitigate, name)
     raise AttributeError(f"module 'mptool' has no attribute {name!r}")

@@ -43,8 +43,10 @@ from mptool.inputs.prepare import Prepared, fit_checked, prepare
 from mptool.inputs.spec import Spec, load_spec, parse_spec
 from mptool.inputs.trained import compare_to_spec, load_trained
 from mptool.loo import select_engine
+from mptool.privacy.release import policy_dict, released_template
 from mptool.privacy.stability import resolve_queries
 from mptool.runtime.checkpoint import options_dict, run_key, saving_on_interrupt
+from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import check_backend, checkpointing, session
 
 Data = str | Path | pd.DataFrame
@@ -150,6 +152,9 @@ def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tup
     noise_floor_records(prep.template, options.noise_floor, len(positions))  # a --noise-floor too large fails here
     select_engine(options.engine, spec, prep.template)
     resolve_queries(options.queries, prep.train, spec.data.missing_values)  # a bad --queries file fails here
+    if options.queries != "self" and policy_dict(spec.output.release):
+        raise InputError("--queries measures the full probability vector; it cannot be combined with "
+                         "output.release (remove one)")
     return prep
 
 
@@ -268,6 +273,7 @@ def attack(
     prep = prepared or with_trained(prepare(data, spec, allow_import), trained, allow_import)
     if trained is not None and prep.trained is None:
         prep = with_trained(prep, trained, allow_import)
+    prep = replace(prep, template=released_template(prep.template, spec.output.release))  # attacked as released
     planned = plan_attack(prep, options)  # refusals (a --budget too short ...) before the checkpoint opens
     if on_plan is not None:
         on_plan(planned.line)

@@ -29,6 +29,7 @@ from mptool.privacy.noise import (
     measure_floor,
     order_dependence,
 )
+from mptool.privacy.release import apply_policy, describe, policy_dict
 from mptool.privacy.sampling import sample_summary
 from mptool.privacy.stability import beyond_pdtp, resolve_queries
 from mptool.runtime.errors import InputError
@@ -165,17 +166,21 @@ def record_table(
     return table
 
 
-def violation_rule(threshold: float, bin_size: float, gate: str, fail_fast: bool) -> Callable | None:
+def violation_rule(
+    threshold: float, bin_size: float, gate: str, fail_fast: bool, release: Any = None
+) -> Callable | None:
     """``--fail-fast``: the refit engine's test for a confirmed violator, else None.
 
     The same test as the table's ``violation`` column (PDTP on the ``--gate`` scale above the
-    threshold, :func:`record_table`), so the record a run stops at is one the table marks.
+    threshold of the released outputs, :func:`record_table`), so the record a run stops at is
+    one the table marks.
     """
     if not fail_fast:
         return None
 
     def violates(p_full: np.ndarray, p_loo: np.ndarray) -> np.ndarray:
-        return pdtp_of(p_full, p_loo, bin_size if gate == "binned" else 0.0).pdtp > threshold
+        p, q = apply_policy(p_full, release), apply_policy(p_loo, release)
+        return pdtp_of(p, q, bin_size if gate == "binned" else 0.0).pdtp > threshold
 
     return violates
 
@@ -255,6 +260,31 @@ def run_facts(prep: Prepared, full_model: Any, jobs: int) -> dict[str, Any]:
     }
 
 
+def released(result: Any, policy: Any) -> Any:
+    """The engine's result with both outputs as the model releases them (``output.release``, Shokri VIII-A).
+
+    The one place where ``pdtp`` applies the release policy (:mod:`mptool.privacy.release`):
+    everything after it (PDTP, verdict, noise floor) measures the released outputs.
+    """
+    if not policy_dict(policy):
+        return result
+    return replace(result, p_full=apply_policy(result.p_full, policy), p_loo=apply_policy(result.p_loo, policy))
+
+
+def without_bounds(
+    columns: dict[str, np.ndarray], summary: dict[str, Any], policy: Any
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Blank the ``dtp_upper`` columns under a release policy: the family bounds are of the unreleased model."""
+    n = len(columns["dtp_upper"])
+    columns = {**columns, "dtp_upper": np.full(n, np.nan), "dtp_upper_binned": np.full(n, np.nan),
+               "dtp_upper_vacuous": np.full(n, None, dtype=object)}
+    why = (f"none under the release policy ({describe(policy)}): the family bounds are of the full probability "
+           "vector, and a release policy (rounding, top-k) can raise a log-ratio")
+    summary = {**summary, "upper_bound": {**summary["upper_bound"], "kind": "none", "why": why, "max": None,
+                                          "median": None, "min": None, "n_vacuous": None}}
+    return columns, summary
+
+
 def run_pdtp(
     prep: Prepared,
     options: PdtpOptions,
@@ -279,7 +309,9 @@ def run_pdtp(
     request = LooRequest(
         spec, prep.template, T, full_model, prep.classes, positions, jobs, options.backend, checkpoint=checkpoint,
         order=options.order,
-        stop_on=violation_rule(options.threshold, spec.output.bin_size, options.gate, options.fail_fast),
+        stop_on=violation_rule(
+            options.threshold, spec.output.bin_size, options.gate, options.fail_fast, spec.output.release
+        ),
     )
     result = run_engine(engine, request, progress)
     requested = len(positions)
@@ -287,6 +319,7 @@ def run_pdtp(
     positions = request.positions
     if shipped is not None:  # p_{A(T)} is the artefact's (equal to the spec's A(T) within the tolerance)
         result = dataclasses.replace(result, p_full=shipped.pop("probabilities")[positions])
+    result = released(result, spec.output.release)
     check_finite(result.p_full, result.p_loo, T.rows[positions], prep.choice.name)
     t_loo = time.perf_counter()
 
@@ -294,6 +327,8 @@ def run_pdtp(
     table = record_table(prep, positions, result.p_full, result.p_loo, options)
     gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
     beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
+    if policy_dict(spec.output.release):
+        beyond, dtp_summary = without_bounds(beyond, dtp_summary, spec.output.release)
     for name, column in beyond.items():
         table[name] = column
     t_noise = time.perf_counter()
@@ -310,6 +345,7 @@ def run_pdtp(
             "dtp": dtp_summary,
             "noise_floor": noise,
             **run_facts(prep, full_model, jobs),
+            "release": policy_dict(spec.output.release),
             "timings": {
                 "fit_full_s": round(t_fit - t0, 4),
                 "leave_one_out_s": round(t_loo - t_fit, 4),
@@ -349,6 +385,6 @@ def _noise_floor(
         with progress(k, "noise floor (a row moved to the end of T)") as advance:
             floor = measure_floor(
                 prep.template, request.full_model, T.X, T.y, prep.classes, sample,
-                prep.spec.output.bin_size, request.jobs, request.backend, advance,
+                prep.spec.output.bin_size, request.jobs, request.backend, advance, prep.spec.output.release,
             )
     return floor_summary(floor, dependence, T.rows, gated, options.gate, options.threshold)

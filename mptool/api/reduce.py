@@ -38,6 +38,7 @@ from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import Engine, LooRequest, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.dtp import pdtp_of
+from mptool.privacy.release import apply_policy
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
@@ -149,8 +150,8 @@ class Evaluator:
         )
         result = self.engine.run(request, advance or (lambda n: None))
         self.engine_name = result.engine
-        b = prep.spec.output.bin_size
-        values = pdtp_of(result.p_full, result.p_loo, b)
+        b, rel = prep.spec.output.bin_size, prep.spec.output.release  # measured as released (Shokri VIII-A)
+        values = pdtp_of(apply_policy(result.p_full, rel), apply_policy(result.p_loo, rel), b)
         self.recomputes += 1
         self.seconds += time.perf_counter() - t0
         return State(positions, values.pdtp)
@@ -191,9 +192,9 @@ class CountsEvaluator(Evaluator):
         pat = self.pattern[positions]
         present = np.flatnonzero(np.bincount(pat, minlength=len(self.pat_y)))
         p_full, p_loo = counts.loo_proba(self.pat_codes[present], self.pat_y[present])
-        b = self.prep.spec.output.bin_size
+        b, rel = self.prep.spec.output.bin_size, self.prep.spec.output.release
         per_pattern = np.full(len(self.pat_y), np.nan)
-        per_pattern[present] = pdtp_of(p_full, p_loo, b).pdtp
+        per_pattern[present] = pdtp_of(apply_policy(p_full, rel), apply_policy(p_loo, rel), b).pdtp
         self.recomputes += 1
         self.seconds += time.perf_counter() - t0
         return State(positions, per_pattern[pat], counts)

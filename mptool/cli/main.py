@@ -18,6 +18,7 @@ from mptool.cli import (  # noqa: F401 - registers the subcommands
     diff,
     estimators,
     init,
+    mitigate,
     pdtp,
     reduce,
     report,

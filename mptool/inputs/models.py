@@ -46,6 +46,9 @@ SHORT_NAMES: dict[str, tuple[str, dict[str, Any]]] = {
     "knn": ("mptool.inputs.neighbors.TieStableKNeighborsClassifier", {}),
     "decision_tree": ("sklearn.tree.DecisionTreeClassifier", {}),
     "random_forest": ("sklearn.ensemble.RandomForestClassifier", {"n_estimators": 100, "n_jobs": 1}),
+    # epsilon-DP training (diffprivlib, optional: pip install 'mptool[dp]'): mptool.inputs.dpmodels
+    "dp_gaussian_nb": ("mptool.inputs.dpmodels.DPGaussianNB", {}),
+    "dp_logistic_regression": ("mptool.inputs.dpmodels.DPLogisticRegression", {}),
 }
 
 #: Module prefixes a dotted estimator path may import from without --allow-import.

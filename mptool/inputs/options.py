@@ -17,6 +17,7 @@ import math
 import os
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from mptool.runtime.errors import InputError
 
@@ -420,3 +421,36 @@ def check_synthesis_total(records: int, per_record: int, flag: str = "--shadow-d
             f"{flag} synthesize:{per_record}: {records:,} records x {per_record:,} queries is more than "
             f"{SYNTH_TOTAL_QUERIES_MAX:,} queries; lower Q or --candidates"
         )
+
+
+def check_target(value: Any, flag: str = "--target") -> None:
+    """``mitigate --target``: the largest max PDTP accepted, a finite number above 0 (1.0 = DTP-1)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise InputError(f"{flag} must be a finite number above 0, e.g. 1.0 for DTP-1 (got {value!r})")
+
+
+def check_defences(text: Any, known: Sequence[str], flag: str = "--defences") -> tuple[str, ...]:
+    """``mitigate --defences``: 'all' or a comma list of ``known`` families, each once, in ``known``'s order."""
+    if isinstance(text, str):
+        items = [t.strip() for t in text.split(",")]
+    elif isinstance(text, list | tuple) and all(isinstance(t, str) for t in text):
+        items = [t.strip() for t in text]
+    else:
+        raise InputError(f"{flag} is 'all' or a comma list of {', '.join(known)} (got {text!r})")
+    if items == ["all"]:
+        return tuple(known)
+    bad = [t for t in items if t not in known]
+    if not items or bad or len(set(items)) != len(items):
+        got = bad[0] if bad else ",".join(items)
+        raise InputError(f"{flag} is 'all' or a comma list of {', '.join(known)}, each once (got '{got}')")
+    return tuple(t for t in known if t in items)
+
+
+def check_mitigate_flags(
+    *, target: float, sample: int | None, max_removals: int | None, train_size: int | None
+) -> None:
+    """``mptool mitigate``: target, sample, removal budget and training-set size."""
+    check_target(target)
+    check_count(sample, "--sample", 1)
+    check_count(max_removals, "--max-removals", 0, MAX_REMOVALS_MAX)
+    check_count(train_size, "--train-size", 2)

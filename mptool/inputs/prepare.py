@@ -5,7 +5,7 @@ Data flows one way: CSV + YAML -> Spec -> Records -> pipeline template -> engine
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +56,17 @@ def fit_checked(template: Any, records: Records) -> Any:
     except (ValueError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
         raise InputError(f"model: fitting the pipeline on the training set failed: {first}") from None
+
+
+def respecified(prep: Prepared, spec: Spec, allow_imports: tuple[str, ...] = ()) -> Prepared:
+    """``prep`` for another model or output section of the same data (``mptool mitigate``'s settings).
+
+    T, the population and the classes are kept: ``spec`` must have the same ``data`` section
+    and seed (T is drawn from them), so no data is read again.
+    """
+    if spec.data != prep.spec.data or spec.seed != prep.spec.seed:
+        raise ValueError("respecified: the data section and seed must be unchanged")
+    choice = resolve_estimator(spec.model, spec.seed, allow_imports)
+    template = build_pipeline(spec, prep.train.schema, choice)
+    return replace(prep, spec=spec, choice=choice, template=template,
+                   kind_notes=tuple(kind_notes(spec, prep.train.schema, choice)), trained=None)

@@ -528,10 +528,42 @@ class ModelSpec(_Strict):
         return v
 
 
+def _bool(value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise ValueError("expected true or false")
+    return value
+
+
+#: Largest ``output.release.round`` (decimals) and ``temperature`` accepted.
+MAX_ROUND, MAX_TEMPERATURE = 15, 1e6
+
+
+class ReleaseSpec(_Strict):
+    """What the deployed model releases of its probability vector (Shokri et al. VIII-A; mptool.privacy.release)."""
+
+    top_k: Int | None = Field(default=None, ge=1, description="release the k largest probabilities, the rest as 0")
+    round: Int | None = Field(default=None, ge=0, le=MAX_ROUND, description="round probabilities to d decimals")
+    temperature: Float | None = Field(
+        default=None, gt=0, le=MAX_TEMPERATURE, description="softmax temperature t: p^(1/t), renormalised"
+    )
+    label_only: Annotated[bool, BeforeValidator(_bool)] = Field(
+        default=False, description="release only the predicted label (one-hot)"
+    )
+
+    @field_validator("label_only")
+    @classmethod
+    def _alone(cls, v: bool, info: Any) -> bool:
+        others = [k for k in ("top_k", "round", "temperature") if info.data.get(k) is not None]
+        if v and others:
+            raise ValueError(f"label_only releases only the label; remove {others[0]} (it would change nothing)")
+        return v
+
+
 class OutputSpec(_Strict):
-    """Output post-processing (Long et al., section 5.2)."""
+    """Output post-processing (Long et al., section 5.2) and the release policy (Shokri et al. VIII-A)."""
 
     bin_size: Annotated[float, BeforeValidator(_number), AfterValidator(_bin_size)] = 0.01
+    release: ReleaseSpec | None = Field(default=None, description="release policy; unset: the full vector")
 
 
 class Spec(_Strict):
@@ -542,14 +574,21 @@ class Spec(_Strict):
     output: OutputSpec = Field(default_factory=OutputSpec)
     seed: Seed = 0
 
+    def dumped(self) -> dict[str, Any]:
+        """The spec as a JSON-shaped mapping; ``output.release`` only when set (older specs hash as before)."""
+        raw = self.model_dump(mode="json")
+        if raw["output"].get("release") is None:
+            raw["output"].pop("release", None)
+        return raw
+
     def sha256(self) -> str:
         """Hash of the validated spec (canonical JSON), recorded in every result."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        blob = json.dumps(self.dumped(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
     def to_yaml(self) -> str:
         """The validated spec rendered back to YAML (for manifests and reports); it reads back the same."""
-        return dump_yaml(self.model_dump(mode="json"))
+        return dump_yaml(self.dumped())
 
 
 def _fields_at(loc: tuple[Any, ...]) -> list[str]:
@@ -558,6 +597,7 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
     for part in loc[:-1]:
         field = model.model_fields.get(str(part))
         ann = getattr(field, "annotation", None) if field else None
+        ann = next((a for a in getattr(ann, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)), ann)
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             model = ann
         else:

@@ -27,6 +27,7 @@ from threadpoolctl import threadpool_limits
 
 from mptool.inputs.models import fit, proba_in
 from mptool.privacy.dtp import pdtp_of
+from mptool.privacy.release import apply_policy
 from mptool.runtime import signals
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, run_tasks
@@ -157,9 +158,13 @@ def measure_floor(
     jobs: int,
     backend: str,
     advance: Callable[[int], None],
+    release: Any = None,
 ) -> NoiseFloor:
-    """The noise floor at ``positions`` (one refit each, in parallel; the result does not depend on ``jobs``)."""
-    p_full = proba_in(full_model, X.iloc[positions], classes)
+    """The noise floor at ``positions`` (one refit each, in parallel; the result does not depend on ``jobs``).
+
+    ``release`` (a spec's ``output.release``) is applied to both outputs, as for PDTP.
+    """
+    p_full = apply_policy(proba_in(full_model, X.iloc[positions], classes), release)
     chunks = chunk_positions(positions, jobs)
     parts = run_tasks(
         moved_chunk,
@@ -168,7 +173,7 @@ def measure_floor(
         backend=backend,
         on_result=lambda r: advance(len(r)),
     )
-    p_moved = np.concatenate(parts) if parts else np.empty((0, len(classes)))
+    p_moved = apply_policy(np.concatenate(parts) if parts else np.empty((0, len(classes))), release)
     return NoiseFloor(
         positions, pdtp_of(p_full, p_moved, bin_size).pdtp, pdtp_of(p_full, p_moved, 0.0).pdtp
     )

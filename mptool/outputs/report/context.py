@@ -33,6 +33,7 @@ from mptool.outputs.report.loader import (
     spec_of,
     summary_of,
 )
+from mptool.outputs.report.mitigation import mitigation_block
 from mptool.runtime import ui
 
 #: attack.json metric columns shown first, with the key spellings accepted for each.
@@ -622,5 +623,6 @@ def build_context(inputs: ReportInputs, top: int = 20, show_values: bool = False
         "strongest_attack": strongest_attack(inputs),
         "attribute": attribute_block(inputs),
         "reduce": reduce_block(inputs, show_values),
+        "mitigation": mitigation_block(inputs.mitigate_table, inputs.mitigate_doc),
         "manifests": manifest_blocks(inputs),
     }

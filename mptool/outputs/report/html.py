@@ -18,6 +18,7 @@ import pandas as pd
 from mptool.outputs.report import plots
 from mptool.outputs.report.context import best_prefix, build_context
 from mptool.outputs.report.loader import ReportInputs, attack_accuracy_columns, lookup, number, summary_of
+from mptool.outputs.report.mitigation import tradeoff_svg
 from mptool.outputs.report.templating import environment
 from mptool.runtime import ui
 
@@ -139,6 +140,12 @@ def build_plots(inputs: ReportInputs) -> tuple[list[dict[str, Any]], list[str]]:
     _pdtp_plots(inputs, threshold, out, skipped)
     _attack_plots(inputs, out, skipped)
     _reduce_plots(inputs, threshold, out, skipped)
+    if inputs.mitigate_table is not None and inputs.mitigate_doc is not None:
+        table, doc = inputs.mitigate_table, inputs.mitigate_doc
+        out.append(_plot("plot-mitigation", "Privacy-utility trade-off of the defences",
+                         "Max PDTP (lower is more private) against accuracy on the rows outside T, one point per "
+                         "setting; the dotted line joins the Pareto front; the dashed line is the target.",
+                         lambda: tradeoff_svg(table, doc)))
     return out, skipped
 
 

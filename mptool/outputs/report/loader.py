@@ -59,6 +59,8 @@ class ReportInputs:
     attacks: list[AttackResult] = field(default_factory=list)
     reduce_table: pd.DataFrame | None = None
     reduce_doc: dict[str, Any] | None = None
+    mitigate_table: pd.DataFrame | None = None  # mptool mitigate (report.mitigation), only when present
+    mitigate_doc: dict[str, Any] | None = None
     features: pd.DataFrame | None = None  # feature values of the top records (only with show_values), by row
     missing: list[str] = field(default_factory=list)  # file names not found
     notes: list[str] = field(default_factory=list)  # problems worth telling the reader
@@ -73,6 +75,8 @@ class ReportInputs:
             out.append("attack")
         if self.reduce_table is not None or self.reduce_doc is not None:
             out.append("reduce")
+        if self.mitigate_table is not None:
+            out.append("mitigate")
         return out
 
 
@@ -174,6 +178,9 @@ def load_results(results_dir: str | Path, top: int = 20, show_values: bool = Fal
     inputs.pdtp_summary = summary_of(pdtp_doc) if pdtp_doc is not None else None
     inputs.attack_table, inputs.attack_doc = _load_pair(results_dir, "attack", inputs)
     inputs.reduce_table, inputs.reduce_doc = _load_pair(results_dir, "reduce", inputs)
+    from mptool.outputs.report.mitigation import load_mitigation
+
+    inputs.mitigate_table, inputs.mitigate_doc = load_mitigation(results_dir, inputs.notes)
     if not inputs.present:
         raise InputError(
             f"{results_dir}: holds no mptool results (none of "

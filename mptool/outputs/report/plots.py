@@ -238,3 +238,40 @@ def trend_plot(
         bottom.set_xlabel("run (start time)")
         fig.tight_layout()
         return _to_svg(fig)
+
+
+#: Marker per mitigation family in :func:`tradeoff_plot`.
+_FAMILY_MARKERS = {"baseline": "s", "release": "o", "regularise": "^", "removal": "D", "dp": "P"}
+
+
+def tradeoff_plot(
+    accuracy: Sequence[float],
+    max_pdtp: Sequence[float],
+    families: Sequence[str],
+    settings: Sequence[str],
+    front: Sequence[bool],
+    target: float,
+    recommended: str | None,
+) -> str:
+    """Privacy-utility trade-off of ``mptool mitigate``: max PDTP against accuracy, Pareto front, target line."""
+    plt = _pyplot()
+    x, y, on = np.asarray(accuracy, float), np.asarray(max_pdtp, float), np.asarray(front, bool)
+    with plt.rc_context(_RC):
+        fig, axes = _figure(size=(9.0, 4.2))
+        ax = axes[0, 0]
+        for fam in dict.fromkeys(families):
+            idx = [i for i, f in enumerate(families) if f == fam]
+            ax.scatter(x[idx], y[idx], marker=_FAMILY_MARKERS.get(fam, "o"), s=40, alpha=0.85, label=fam)
+        order = np.argsort(x[on])
+        ax.plot(x[on][order], y[on][order], color=GREY, linewidth=1.0, linestyle=":", label="Pareto front")
+        ax.axhline(target, color=RED, linestyle="--", linewidth=1.2, label=f"target {target:g} (DTP-1 at 1)")
+        if recommended in settings:
+            i = list(settings).index(recommended)
+            ax.scatter([x[i]], [y[i]], s=160, facecolors="none", edgecolors=GREEN, linewidths=2, zorder=3)
+            ax.annotate(f"recommended: {recommended}", (x[i], y[i]), xytext=(-12, 12), textcoords="offset points",
+                        color=GREEN, ha="right")
+        ax.set_xlabel("accuracy on rows outside T")
+        ax.set_ylabel("max PDTP")
+        ax.set_ylim(bottom=0)
+        ax.legend(frameon=False, loc="best", fontsize=8)
+        return _to_svg(fig)

@@ -1,0 +1,469 @@
+"""``mptool mitigate``: defences against membership inference, each scored on PDTP and utility.
+
+Families (each row of the result is one setting, scored on the same footing):
+
+- ``release`` (Shokri et al. VIII-A): top-k, rounding, temperature, label-only -- functions of the
+  model's outputs, so the whole sweep is computed from the stored p_{A(T)} and p_{A(T\\{t})}
+  arrays of the baseline with no refit (:mod:`mptool.privacy.release`).
+- ``regularise`` (Shokri VIII-A; Yeom et al. 3.2: membership advantage grows with the
+  generalisation gap): a small grid of the estimator's regularisation parameter, each
+  audited with the fastest exact engine (refits where none applies).
+- ``removal`` (Long et al. section 8): the ``reduce-dtp`` result as one row.
+- ``dp`` (Long et al. section 4: an epsilon-DP algorithm has DTP <= epsilon): diffprivlib's
+  naive Bayes / logistic regression over an epsilon grid, with the theorem's bound beside the
+  paired-seed PDTP; skipped with a note when diffprivlib is not usable.
+
+Each setting gets max/mean/p95 PDTP of the released outputs (binned, Long et al. 5.2), the
+records above the target, and accuracy and log loss on the rows of the data outside T. The
+decision is the most accurate setting whose max PDTP is at most the target; its spec is the
+recommendation, and ``mptool pdtp`` on it reproduces the claimed maximum.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mptool.api.pdtp import select_positions
+from mptool.api.reduce import ReduceOptions, parse_strategy, run_reduce
+from mptool.inputs.dpmodels import diffprivlib_problem
+from mptool.inputs.models import proba_in
+from mptool.inputs.prepare import Prepared, fit_checked, respecified
+from mptool.inputs.spec import Spec, parse_spec
+from mptool.loo import LooRequest, RefitEngine, select_engine
+from mptool.outputs.results import manifest
+from mptool.privacy.calibration import bin_probabilities
+from mptool.privacy.dtp import pdtp_of, summarize
+from mptool.privacy.release import apply_policy, describe
+from mptool.runtime.errors import InputError
+from mptool.runtime.parallel import resolve_jobs
+
+DEFENCES = ("release", "regularise", "removal", "dp")
+#: Release policies swept by default (Shokri et al. Table III's settings; top_k only below the class count).
+RELEASE_GRID: tuple[dict[str, Any], ...] = (
+    {"top_k": 3}, {"top_k": 1}, {"round": 2}, {"round": 1},
+    {"temperature": 2.0}, {"temperature": 5.0}, {"temperature": 20.0}, {"label_only": True},
+)
+#: Regularisation grid per estimator class: parameter and values (stronger regularisation to the right).
+REGULARISE_GRID: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "CategoricalNB": ("alpha", (3.0, 10.0, 30.0, 100.0)),
+    "BernoulliNB": ("alpha", (3.0, 10.0, 30.0, 100.0)),
+    "MultinomialNB": ("alpha", (3.0, 10.0, 30.0, 100.0)),
+    "GaussianNB": ("var_smoothing", (1e-3, 1e-2, 1e-1)),
+    "LogisticRegression": ("C", (0.3, 0.1, 0.03, 0.01)),
+    "TieStableKNeighborsClassifier": ("n_neighbors", (15, 45, 135)),
+    "DecisionTreeClassifier": ("min_samples_leaf", (5, 20, 50)),
+    "RandomForestClassifier": ("min_samples_leaf", (5, 20)),
+    "MLPClassifier": ("alpha", (0.01, 1.0)),
+}
+#: Records audited by default when the estimator has no exact engine (each setting then refits once per record).
+REFIT_SAMPLE = 100
+#: Epsilon grid of the DP family, and which DP estimator stands in for which family.
+DP_EPSILONS = (0.5, 2.0, 8.0)
+DP_FOR = {"nb": "dp_gaussian_nb", "lr": "dp_logistic_regression"}
+NB_CLASSES = ("CategoricalNB", "BernoulliNB", "MultinomialNB", "GaussianNB")
+
+#: Columns of mitigate.csv, in order.
+MITIGATE_COLUMNS = {
+    "setting": "short name of the setting",
+    "family": "baseline, release, regularise, removal or dp",
+    "change": "what differs from the spec (a release policy, a parameter, removals, a DP estimator)",
+    "max_pdtp": "largest PDTP of the audited records (binned, released outputs; Long et al. 4.4, 5.2)",
+    "mean_pdtp": "mean PDTP", "p95_pdtp": "95th percentile of PDTP",
+    "above_target": "records whose PDTP exceeds the target", "n_audited": "records audited",
+    "accuracy": "accuracy on the rows of the data outside T (argmax of the released vector)",
+    "log_loss": "mean -ln of the released, binned probability of the true class on the rows outside T",
+    "dtp_bound": "dp only: the theorem's DTP <= epsilon (over the training noise; Long et al. 4)",
+    "passes": "max_pdtp <= target", "recommendable": "the setting is a spec (removal changes the data)",
+    "engine": "leave-one-out engine", "fits": "model fits this setting took", "seconds": "wall time",
+}
+
+
+@dataclass(frozen=True)
+class MitigateOptions:
+    """Run options that are not part of the spec."""
+
+    defences: tuple[str, ...] = DEFENCES
+    target: float = 1.0
+    sample: int | None = None
+    jobs: int | None = None
+    backend: str = "loky"
+    max_removals: int | None = None  # None: min(50, |T| / 10)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One candidate: its family, a label, and the spec that re-audits to it (None: removal)."""
+
+    family: str
+    name: str
+    change: str
+    spec: Spec | None
+    dtp_bound: float | None = None
+
+
+@dataclass
+class MitigateOutcome:
+    """The settings table, the JSON summary and the recommended spec (None when nothing passes)."""
+
+    table: pd.DataFrame
+    summary: dict[str, Any]
+    recommended: Spec | None
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_defences(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """``--defences``: 'all' or a comma list of :data:`DEFENCES` (validated in mptool.inputs.options)."""
+    from mptool.inputs.options import check_defences
+
+    return check_defences(text, DEFENCES, "defences")
+
+
+def with_changes(spec: Spec, model: dict[str, Any] | None = None, release: dict[str, Any] | None = None) -> Spec:
+    """``spec`` with model keys replaced (estimator, params merged) and/or ``output.release`` set."""
+    raw = spec.dumped()
+    if model:
+        params = {**raw["model"]["params"], **model.get("params", {})}
+        raw["model"] = {**raw["model"], **model, "params": params}
+    if release is not None:
+        raw["output"] = {**raw["output"], "release": release}
+    return parse_spec(raw, "mitigate setting")
+
+
+def release_settings(spec: Spec, n_classes: int) -> list[Setting]:
+    """The release family: :data:`RELEASE_GRID` (top_k only when below the class count)."""
+    out = []
+    for policy in RELEASE_GRID:
+        if policy.get("top_k", 0) >= n_classes:
+            continue
+        out.append(Setting("release", describe(policy), f"output.release: {describe(policy)}",
+                           with_changes(spec, release=policy)))
+    return out
+
+
+def regularise_settings(spec: Spec, cls_name: str, current: dict[str, Any]) -> list[Setting]:
+    """The regularisation family: :data:`REGULARISE_GRID` for the estimator, the spec's own value left out."""
+    if cls_name not in REGULARISE_GRID:
+        return []
+    name, values = REGULARISE_GRID[cls_name]
+    return [
+        Setting("regularise", f"{name}={v:g}", f"model.params.{name}: {v:g}",
+                with_changes(spec, model={"params": {name: v}}))
+        for v in values if current.get(name) != v
+    ]
+
+
+def dp_settings(spec: Spec, cls_name: str) -> tuple[list[Setting], str | None]:
+    """The DP family for naive Bayes and logistic regression; a note instead when it does not apply."""
+    kind = "nb" if cls_name in NB_CLASSES else "lr" if cls_name == "LogisticRegression" else None
+    if kind is None:
+        return [], f"dp: no DP estimator for {cls_name} (diffprivlib naive Bayes and logistic regression only)"
+    if (why := diffprivlib_problem()) is not None:
+        return [], f"dp: skipped: {why}; install it with: pip install 'mptool[dp]'"
+    est = DP_FOR[kind]
+    return [
+        Setting("dp", f"{est} eps={e:g}", f"model.estimator: {est}, epsilon {e:g}",
+                with_changes(spec, model={"estimator": est, "params": {"epsilon": e}}), dtp_bound=e)
+        for e in DP_EPSILONS
+    ], None
+
+
+def holdout_of(prep: Prepared) -> Any:
+    """The rows of the data outside T (utility is measured on them)."""
+    pop, T = prep.population, prep.train
+    return pop.take(np.flatnonzero(~np.isin(pop.rows, T.rows)))
+
+
+def utility(model: Any, holdout: Any, classes: np.ndarray, policy: Any, bin_size: float) -> tuple[float, float]:
+    """Accuracy (argmax of the released vector) and log loss (released, binned) on the rows outside T."""
+    if holdout.n == 0:
+        return float("nan"), float("nan")
+    p = apply_policy(proba_in(model, holdout.X, classes), policy)
+    pos = {c: i for i, c in enumerate(classes.tolist())}
+    y = np.array([pos.get(v, -1) for v in holdout.y.tolist()], dtype=np.int64)
+    acc = float(np.mean(np.argmax(p, axis=1) == y))
+    b = bin_probabilities(p, bin_size)
+    py = np.where(y >= 0, b[np.arange(len(y)), np.maximum(y, 0)], b.min(axis=1))
+    return acc, float(-np.mean(np.log(py)))
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A trained configuration's stored outputs: p_{A(T)} and p_{A(T\\{t})} on the audited records, and A(T)."""
+
+    p_full: np.ndarray
+    p_loo: np.ndarray
+    model: Any
+    engine: str
+    fits: int
+
+
+def fit_count(prep: Prepared, n_audited: int) -> int:
+    """Model fits of one trained configuration: A(T), plus one per audited record without an exact engine."""
+    engine = select_engine("auto", prep.spec, prep.template)
+    return 1 + (n_audited if isinstance(engine, RefitEngine) else 0)
+
+
+def train_and_loo(
+    prep: Prepared, positions: np.ndarray, options: MitigateOptions, progress: Any, label: str
+) -> Trained:
+    """A(T) and the leave-one-out outputs of the audited records, with the fastest exact engine (refit if none)."""
+    engine = select_engine("auto", prep.spec, prep.template)
+    full = fit_checked(prep.template, prep.train)
+    request = LooRequest(prep.spec, prep.template, prep.train, full, prep.classes, positions,
+                         resolve_jobs(options.jobs), options.backend)
+    with progress(len(positions), f"{label}: leave-one-out ({engine.name})") as advance:
+        try:
+            result = engine.run(request, advance)
+        except ValueError as exc:
+            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            raise InputError(f"mitigate: {label}: leave-one-out failed: {first}") from None
+    return Trained(result.p_full, result.p_loo, full, result.engine, fit_count(prep, len(positions)))
+
+
+def score(setting: Setting, trained: Trained, prep: Prepared, holdout: Any, target: float, seconds: float) -> dict:
+    """One row of mitigate.csv: PDTP of the released outputs (as ``mptool pdtp`` computes it) and utility."""
+    spec = setting.spec or prep.spec
+    policy, b = spec.output.release, spec.output.bin_size
+    p, q = apply_policy(trained.p_full, policy), apply_policy(trained.p_loo, policy)
+    s = summarize(pdtp_of(p, q, b).pdtp, target, pdtp_of(p, q, 0.0).pdtp, "binned")
+    acc, loss = utility(trained.model, holdout, prep.classes, policy, b)
+    return {
+        "setting": setting.name, "family": setting.family, "change": setting.change,
+        "max_pdtp": s["max"], "mean_pdtp": s["mean"], "p95_pdtp": s["p95"],
+        "above_target": s["violations"], "n_audited": s["n"], "accuracy": acc, "log_loss": loss,
+        "dtp_bound": setting.dtp_bound if setting.dtp_bound is not None else float("nan"),
+        "passes": bool(s["max"] <= target), "recommendable": setting.spec is not None,
+        "engine": trained.engine, "fits": trained.fits, "seconds": round(seconds, 3),
+    }
+
+
+def removal_budget(options: MitigateOptions, n_train: int) -> int:
+    """Removals the removal family may make: ``max_removals``, by default min(50, |T| / 10)."""
+    return options.max_removals if options.max_removals is not None else min(50, n_train // 10)
+
+
+def removal_row(prep: Prepared, options: MitigateOptions, progress: Any, holdout: Any) -> dict | str:
+    """The ``reduce-dtp`` result as a row (Long et al. 8): the best prefix's max PDTP, T minus it retrained.
+
+    A note instead when the search cannot run (e.g. a removal leaves T with one class).
+    """
+    t0 = time.perf_counter()
+    budget = removal_budget(options, prep.train.n)
+    reduce_options = ReduceOptions(options.target, budget, parse_strategy("greedy"), options.jobs,
+                                   "auto", backend=options.backend, compare_greedy=False)
+    try:
+        s = run_reduce(prep, reduce_options, progress).summary
+    except InputError as exc:
+        return f"removal: reduce-dtp stopped, no row: {exc}"
+    T, spec = prep.train, prep.spec
+    removed = np.isin(T.rows, np.asarray(s["best_prefix"], dtype=T.rows.dtype))
+    model = fit_checked(prep.template, T.take(np.flatnonzero(~removed)))
+    acc, loss = utility(model, holdout, prep.classes, spec.output.release, spec.output.bin_size)
+    k = int(removed.sum())
+    return {
+        "setting": f"remove {k}", "family": "removal", "change": f"{k} record(s) removed from T (reduce-dtp)",
+        "max_pdtp": float(s["best_max"]), "mean_pdtp": float("nan"), "p95_pdtp": float("nan"),
+        "above_target": 0 if s["reached"] else float("nan"), "n_audited": T.n - k,
+        "accuracy": acc, "log_loss": loss, "dtp_bound": float("nan"),
+        "passes": bool(s["best_max"] <= options.target), "recommendable": False,
+        "engine": str(s.get("engine", "")), "fits": float("nan"), "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+def plan_settings(prep: Prepared, options: MitigateOptions) -> tuple[list[Setting], list[str]]:
+    """The settings to score after the baseline, in family order, and notes on families left out."""
+    spec, cls_name, notes = prep.spec, prep.choice.cls.__name__, []
+    settings: list[Setting] = []
+    if "release" in options.defences:
+        settings += release_settings(spec, len(prep.classes))
+    if "regularise" in options.defences:
+        grid = regularise_settings(spec, cls_name, prep.choice.params)
+        settings += grid
+        if not grid:
+            notes.append(f"regularise: no grid for {cls_name}")
+    if "dp" in options.defences:
+        dp, note = dp_settings(spec, cls_name)
+        settings += dp
+        notes += [note] if note else []
+    return settings, notes
+
+
+def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: bool) -> tuple[str, int]:
+    """The plan printed before any work: settings x fits (release settings reuse the baseline's outputs)."""
+    fits = fit_count(prep, n_audited)
+    trained = [s for s in settings if s.family != "release"]
+    for s in trained:
+        fits += 1 + n_audited if s.family == "dp" else fit_count(respecified(prep, s.spec), n_audited)
+    n_release = len(settings) - len(trained)
+    extra = "; removal: reduce-dtp, up to its removal budget of recomputes" if removal else ""
+    line = (f"plan: {1 + len(settings) + int(removal)} settings on {n_audited} audited records of T "
+            f"({n_release} release policies from the baseline's stored outputs, no refit; "
+            f"{len(trained)} retrained) = {fits:,} model fits{extra}")
+    return line, fits
+
+
+def decide(table: pd.DataFrame, target: float) -> tuple[int | None, dict[str, str]]:
+    """Index of the most useful passing, recommendable setting (accuracy, then log loss, then max PDTP) and
+    the runner-up of each family (its most useful passing setting other than the recommendation)."""
+    ok = table[table["passes"]].copy()
+    ok["_acc"] = ok["accuracy"].fillna(-1.0)
+    ok = ok.sort_values(["_acc", "log_loss", "max_pdtp"], ascending=[False, True, True], kind="stable")
+    eligible = ok[ok["recommendable"]]
+    best = int(eligible.index[0]) if len(eligible) else None
+    runners = {}
+    for family, part in ok.groupby("family", sort=False):
+        part = part[part.index != best]
+        if len(part):
+            runners[str(family)] = str(part.iloc[0]["setting"])
+    return best, runners
+
+
+def sentence(table: pd.DataFrame, best: int | None, target: float, holdout_n: int) -> str:
+    """The recommendation in one sentence (no record values: settings and aggregate numbers only)."""
+    base = table.iloc[0]
+    if best is None:
+        low = table.loc[table["max_pdtp"].idxmin()]
+        return (f"No setting keeps max PDTP within the target {target:g}; the lowest max PDTP is "
+                f"{low['max_pdtp']:.4f} "
+                f"({low['setting']}, {low['family']}); baseline {base['max_pdtp']:.4f}.")
+    row = table.loc[best]
+    return (f"Use {row['setting']} ({row['family']}): max PDTP {row['max_pdtp']:.4f}, within the target "
+            f"{target:g}, with accuracy "
+            f"{row['accuracy']:.4f} on {holdout_n:,} rows outside T (baseline: max PDTP {base['max_pdtp']:.4f}, "
+            f"accuracy {base['accuracy']:.4f}).")
+
+
+def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
+                 on_line: Callable[[str], None]) -> MitigateOutcome:
+    """Score the baseline and every setting of the chosen families; decide (module docstring)."""
+    t0 = time.perf_counter()
+    positions = select_positions(prep, None, options.sample)
+    holdout = holdout_of(prep)
+    settings, notes = plan_settings(prep, options)
+    removal = "removal" in options.defences and fit_count(prep, 2) == 1
+    if "removal" in options.defences and not removal:
+        notes.append("removal: skipped: no exact engine for this estimator (reduce-dtp would refit T per step)")
+    line, fits = plan_line(prep, settings, len(positions), removal)
+    on_line(line)
+    t = time.perf_counter()
+    base = train_and_loo(prep, positions, options, progress, "baseline")
+    rows = [score(Setting("baseline", "baseline", "none (the spec as given)", prep.spec), base, prep, holdout,
+                  options.target, time.perf_counter() - t)]
+    for i, s in enumerate(settings, 1):
+        on_line(f"setting {i}/{len(settings)}: {s.family}: {s.name}")
+        t = time.perf_counter()
+        trained = base if s.family == "release" else None
+        if trained is None:
+            trained = train_and_loo(respecified(prep, s.spec), positions, options, progress, s.name)
+        if s.family == "release":
+            trained = replace(trained, fits=0)
+        rows.append(score(s, trained, prep, holdout, options.target, time.perf_counter() - t))
+    if removal:
+        on_line(f"removal: reduce-dtp (greedy, at most {removal_budget(options, prep.train.n)} removals)")
+        row = removal_row(prep, options, progress, holdout)
+        notes += [row] if isinstance(row, str) else []
+        rows += [] if isinstance(row, str) else [row]
+    table = pd.DataFrame(rows, columns=list(MITIGATE_COLUMNS))
+    best, runners = decide(table, options.target)
+    specs = {r["setting"]: s.spec for r, s in zip(rows[1:], settings, strict=False)}
+    specs["baseline"] = prep.spec
+    recommended = None if best is None else specs[str(table.loc[best, "setting"])]
+    summary = summary_of(prep, options, table, best, runners, line, fits, len(holdout.y))
+    summary.update({"notes": notes, "timings": {"total_s": round(time.perf_counter() - t0, 3)}})
+    return MitigateOutcome(table, summary, recommended, notes)
+
+
+def summary_of(prep: Prepared, options: MitigateOptions, table: pd.DataFrame, best: int | None,
+               runners: dict[str, str], line: str, fits: int, holdout_n: int) -> dict[str, Any]:
+    """The JSON summary: the decision, the runner-ups, the plan and the manifest."""
+    T, spec = prep.train, prep.spec
+    rec = None
+    if best is not None:
+        row = table.loc[best]
+        rec = {k: row[k] for k in ("setting", "family", "change", "max_pdtp", "mean_pdtp", "accuracy", "log_loss")}
+    return {
+        "verdict": "pass" if best is not None else "fail",
+        "target": options.target, "defences": list(options.defences), "n_train": T.n,
+        "n_audited": int(table.iloc[0]["n_audited"]), "sample": options.sample, "holdout_rows": holdout_n,
+        "estimator": prep.choice.name, "recommended": rec, "runners_up": runners,
+        "sentence": sentence(table, best, options.target, holdout_n),
+        "plan": {"line": line, "fits": fits}, "manifest": manifest(spec.sha256(), T.sha256, spec.seed, T.source),
+    }
+
+
+@contextmanager
+def _quiet(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    yield lambda n: None
+
+
+@dataclass(frozen=True)
+class MitigateResult:
+    """:func:`mitigate`'s result: one ``table`` row per setting, the ``summary``, the ``recommended`` spec."""
+
+    table: pd.DataFrame
+    summary: Mapping[str, Any]
+    spec: Spec
+    recommended: Spec | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        """'pass' when some recommendable setting passes the target, else 'fail'."""
+        return str(self.summary["verdict"])
+
+
+def mitigate(
+    data: Any,
+    spec: Any,
+    *,
+    defences: str | tuple[str, ...] = "all",
+    target: float = 1.0,
+    sample: int | None = None,
+    max_removals: int | None = None,
+    jobs: int | None = None,
+    backend: str = "loky",
+    scheduler: str | None = None,
+    allow_import: tuple[str, ...] = (),
+    progress: Any = None,
+    on_line: Callable[[str], None] | None = None,
+    prepared: Prepared | None = None,
+) -> MitigateResult:
+    """Score defences against membership inference on ``spec`` and recommend the most useful that passes.
+
+    ``target`` is the largest max PDTP accepted (1.0: DTP-1); ``sample`` audits a seeded sample
+    of K records of T (as ``mptool pdtp --sample K``); ``max_removals`` bounds the removal family
+    (None: min(50, |T| / 10)); ``on_line(text)`` gets the plan and each
+    setting as it starts. See the module docstring for the families.
+    """
+    from mptool.api.operations import as_spec
+    from mptool.inputs import options as checks
+    from mptool.inputs.prepare import prepare
+    from mptool.runtime.parallel import check_backend, session
+
+    checks.check_operation(jobs=jobs, scheduler=scheduler, allow_import=allow_import, sample=sample,
+                           max_removals=max_removals)
+    checks.check_target(target, "target")
+    chosen = parse_defences(defences)
+    spec = as_spec(spec)
+    backend = check_backend(backend, scheduler)
+    options = MitigateOptions(chosen, float(target), sample, jobs, backend, max_removals)
+    prep = prepared or prepare(data, spec, allow_import)
+    select_positions(prep, None, sample)  # a --sample above |T| fails before any work
+    notes: list[str] = []
+    if sample is None and fit_count(prep, 2) > 1 and prep.train.n > REFIT_SAMPLE:
+        sample = REFIT_SAMPLE
+        notes.append(f"no exact engine for {prep.choice.name}: auditing a seeded sample of {sample} records of T "
+                     f"(--sample {sample}; give --sample to change it); re-audit with mptool pdtp --sample {sample}")
+    options = replace(options, sample=sample)
+    with session(backend, scheduler, jobs):
+        outcome = run_mitigate(prep, options, progress or _quiet, on_line or (lambda line: None))
+    return MitigateResult(outcome.table, MappingProxyType(outcome.summary), spec, outcome.recommended,
+                          (*prep.notes, *notes, *outcome.notes))

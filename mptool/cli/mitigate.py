@@ -1,0 +1,143 @@
+"""``mptool mitigate``: flags -> :func:`mptool.api.mitigate.mitigate` -> mitigate.csv/json, recommended-spec.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mptool.cli.app import (
+    AllowImportOpt,
+    BackendOpt,
+    DataArg,
+    JobsOpt,
+    ModelOpt,
+    QuietOpt,
+    SchedulerOpt,
+    SeedOpt,
+    TrainSizeOpt,
+    app,
+    resolve_inputs,
+)
+from mptool.inputs import options as flags
+from mptool.runtime import ui
+from mptool.runtime.errors import EXIT_FINDING, EXIT_OK
+
+MITIGATE_EXIT_HELP = (
+    "Exit codes: 0 = some setting passes the target (recommended-spec.yaml written); 1 = none does; "
+    "2 = bad input or usage; 3 = unexpected internal error; 130/143 = interrupted (SIGINT/SIGTERM)."
+)
+FILES = ("mitigate.csv", "mitigate.json", "recommended-spec.yaml")
+
+
+@app.command("mitigate", epilog=MITIGATE_EXIT_HELP)
+def mitigate(
+    data: DataArg = None,
+    model: ModelOpt = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/mitigate-TIMESTAMP].")] = None,
+    defences: Annotated[
+        str, typer.Option(help="'all' or a comma list of release, regularise, removal, dp.")
+    ] = "all",
+    target: Annotated[float, typer.Option(help="Largest max PDTP accepted (1.0 = DTP-1).")] = 1.0,
+    sample: Annotated[
+        int | None, typer.Option(help="Audit a seeded sample of K records of T (re-audit: mptool pdtp --sample K).")
+    ] = None,
+    max_removals: Annotated[
+        int | None, typer.Option(help="Removal budget of the removal family (reduce-dtp) [default: min(50, |T|/10)].")
+    ] = None,
+    jobs: JobsOpt = 0,
+    train_size: TrainSizeOpt = None,
+    seed: SeedOpt = None,
+    allow_import: AllowImportOpt = None,
+    force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
+    quiet: QuietOpt = False,
+    backend: BackendOpt = "loky",
+    scheduler: SchedulerOpt = None,
+) -> int:
+    """Score defences against membership inference and recommend the most useful one that passes.
+
+    Families: release policies (top-k, rounding, temperature, label-only; Shokri et al. VIII), a
+    regularisation grid (Shokri VIII, Yeom et al.), removal (reduce-dtp, Long et al. 8) and
+    epsilon-DP training (diffprivlib; Long et al.: eps-DP implies DTP <= eps). Writes
+    DIR/mitigate.csv (one row per setting), DIR/mitigate.json (decision, runner-ups, plan) and,
+    when a setting passes, DIR/recommended-spec.yaml: 'mptool pdtp DATA --model
+    DIR/recommended-spec.yaml' re-audits it to the claimed max PDTP.
+    """
+    from mptool.api.mitigate import DEFENCES
+    from mptool.api.mitigate import mitigate as run
+    from mptool.inputs.prepare import prepare
+    from mptool.inputs.spec import load_spec
+    from mptool.outputs.results import default_out_dir, prepare_out_dir
+    from mptool.runtime.parallel import check_backend
+
+    flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=None, allow_import=allow_import)
+    flags.check_mitigate_flags(target=target, sample=sample, max_removals=max_removals, train_size=train_size)
+    flags.check_defences(defences, DEFENCES)
+    data_path, spec_path = resolve_inputs(data, model, "mitigate", quiet)
+    backend = check_backend(backend, scheduler)
+    spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed})
+    inputs = {"the data file": data_path, "the spec": spec_path}
+    out_dir = prepare_out_dir(out or default_out_dir("mitigate"), list(FILES), force, inputs=inputs)
+    prep = prepare(data_path, spec, tuple(allow_import or ()))
+    for note in prep.notes:
+        ui.warn(note)
+    ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
+    result = run(
+        data_path, spec, defences=defences, target=target, sample=sample, max_removals=max_removals,
+        jobs=jobs or None, backend=backend, scheduler=scheduler, allow_import=tuple(allow_import or ()),
+        progress=lambda n, label: ui.progress(n, label, quiet), on_line=lambda line: ui.info(line, quiet),
+        prepared=prep,
+    )
+    for note in result.notes[len(prep.notes):]:
+        ui.warn(note)
+    return finish_mitigate(result, data_path, out_dir, quiet)
+
+
+def finish_mitigate(result: Any, data_path: Path, out_dir: Path, quiet: bool) -> int:
+    """Write mitigate.csv, mitigate.json and (when a setting passes) recommended-spec.yaml; print; exit code."""
+    from mptool.outputs.formats import OutputFile, write_files
+
+    sample = result.summary["sample"]  # also the default sample when the estimator has no exact engine
+    document = {**result.summary, "spec": result.spec.dumped(), "out": str(out_dir),
+                "settings": to_records(result.table)}
+    files = [OutputFile("mitigate.csv", "csv", result.table)]
+    if result.recommended is not None:
+        document["recommended"] = {**document["recommended"], "spec_file": "recommended-spec.yaml",
+                                   "command": reaudit_command(data_path, out_dir, sample)}
+        files.append(OutputFile("recommended-spec.yaml", "text", recommended_yaml(result, data_path, out_dir, sample)))
+    files.append(OutputFile("mitigate.json", "json", document))
+    write_files(out_dir, files)
+    print_summary(result, quiet)
+    ui.info(f"results: {out_dir / 'mitigate.csv'}, {out_dir / 'mitigate.json'}", quiet)
+    return EXIT_OK if result.recommended is not None else EXIT_FINDING
+
+
+def to_records(table: Any) -> list[dict[str, Any]]:
+    """The settings table as JSON records (NaN -> null by the json format)."""
+    return table.to_dict(orient="records")
+
+
+def reaudit_command(data_path: Path, out_dir: Path, sample: int | None) -> str:
+    """The ``mptool pdtp`` command that re-audits the recommendation to its claimed max PDTP."""
+    extra = f" --sample {sample}" if sample is not None else ""
+    return f"mptool pdtp {data_path} --model {out_dir / 'recommended-spec.yaml'}{extra}"
+
+
+def recommended_yaml(result: Any, data_path: Path, out_dir: Path, sample: int | None) -> str:
+    """recommended-spec.yaml: a comment with the claim and the re-audit command, then the spec."""
+    rec = result.summary["recommended"]
+    head = (f"# mptool mitigate: recommended setting '{rec['setting']}' ({rec['family']}): {rec['change']}\n"
+            f"# claimed max PDTP {float(rec['max_pdtp'])!r} (target {result.summary['target']:g}); re-audit with:\n"
+            f"#   {reaudit_command(data_path, out_dir, sample)}\n")
+    return head + result.recommended.to_yaml()
+
+
+def print_summary(result: Any, quiet: bool) -> None:
+    """The settings (setting, family, max PDTP, accuracy, pass) and the one-sentence recommendation."""
+    if not quiet:
+        for row in result.table.itertuples():
+            mark = "pass" if row.passes else "fail"
+            ui.echo(f"  {row.family:<10} {row.setting:<28} max PDTP {row.max_pdtp:7.4f}  "
+                    f"accuracy {row.accuracy:.4f}  {mark}")
+    ui.echo(result.summary["sentence"])
