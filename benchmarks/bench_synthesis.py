@@ -19,8 +19,9 @@ measured in the same run).
 mptool's untargeted attack classifies f = (x, y, q) (Long et al., Algorithm 1); Shokri et al.'s
 attack models see only the label and the prediction vector (y, q). With x in the features an
 attack learnt on shadow data whose records look unlike the targets (synthetic ones) does not
-transfer, so every row is run twice: as mptool runs it ("x,y,q") and with the encoder of x
-replaced, in this script only, by an empty one ("y,q": Shokri's attack features).
+transfer, so every row is run twice: with the record in the attack features ("x,y,q",
+``--untargeted-features xyq``, Long et al.) and without it ("y,q", ``yq``, Shokri's features;
+what ``auto`` takes for synthetic shadow data).
 
 Run: ``python benchmarks/bench_synthesis.py`` (about 6 minutes on 2 busy cores).
 """
@@ -35,9 +36,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from mptool.attacks import untargeted
 from mptool.attacks.protocol import AttackOptions, run_attack
 from mptool.inputs.bundled import ADULT_CSV
 from mptool.inputs.prepare import prepare
@@ -54,20 +52,6 @@ def null_progress(total: int, label: str) -> contextlib.AbstractContextManager:
         yield lambda n: None
 
     return cm()
-
-
-@contextlib.contextmanager
-def features(which: str):
-    """``y,q``: the untargeted attack's record encoder returns no columns (Shokri's features), in this script only."""
-    if which == "x,y,q":
-        yield
-        return
-    original = untargeted.FeatureEncoder.transform
-    untargeted.FeatureEncoder.transform = lambda self, X: np.zeros((len(X), 0))
-    try:
-        yield
-    finally:
-        untargeted.FeatureEncoder.transform = original
 
 
 def run_one(data: Path, spec: Any, options: AttackOptions) -> dict[str, Any]:
@@ -128,8 +112,9 @@ def main() -> int:
         for (name, data, spec, n_cand), feats in ((c, f) for c in cases for f in args.features.split(";")):
             base = None
             for source in SOURCES:
-                with features(feats):
-                    r = run_one(data, spec, AttackOptions(candidates=n_cand, shadow_data=source, **common))
+                chosen = {"x,y,q": "xyq", "y,q": "yq"}[feats]  # --untargeted-features
+                r = run_one(data, spec, AttackOptions(candidates=n_cand, shadow_data=source,
+                                                      untargeted_features=chosen, **common))
                 rows[(name, feats, source)] = r
                 show(f"{name} [{feats}]", source, r, base)
                 base = r["auc"] if source == "population" else base
