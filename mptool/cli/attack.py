@@ -41,7 +41,7 @@ def attack(
     attacks: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: untargeted,distance,frequency,threshold,lira, or all; plus attribute:COLUMN "
+            help="Comma-separated: untargeted,distance,frequency,threshold,lira,rmia, or all; plus attribute:COLUMN "
             "(Yeom's attribute inference of a feature column; alone, or beside membership attacks)."
         ),
     ] = "all",
@@ -126,13 +126,14 @@ def attack(
     trained on each half is attacked on every target, so each target is once a member and
     once not. The training-set size is |D|/2; by default |D| = 2 x data.train_size, so it
     equals pdtp's |T|. Attacks: untargeted (Shokri), distance and frequency (Long 5.3),
-    threshold (Yeom), lira (Carlini; online and offline). By default every attack draws its
+    threshold (Yeom), lira (Carlini; online and offline), rmia (Zarifzadeh; online and
+    offline; pool models as references, without a pool the --shadows ones). By default every attack draws its
     shadow models from one pool; --shadow-pool 0 trains --pairs fresh in/out pairs per
     target per iteration, as the paper does (about 100 times the fits). Before the work, one
     line gives the planned model fits and an estimated time; --budget sizes the run to fit.
 
     DIR/attack.csv, one row per target: row, [id], label, pdtp_mean, <attack>_accuracy per
-    attack (lira gives lira_ and lira_offline_), max_accuracy, lira_score (mean online
+    attack (lira gives lira_ and lira_offline_, rmia rmia_ and rmia_offline_), max_accuracy, lira_score (mean online
     LiRA log-likelihood ratio while a member), kl_leakage (Farokhi-Kaafar, nats; empty where
     not estimable), n_attacks, pdtp_measurements. DIR/attack.json: {"summary": {...}, "attacks":
     {name: {accuracy,
