@@ -52,13 +52,14 @@ def naive_score(p: np.ndarray, marg: dict[int, float], x: int, zs: list[int], ga
 
 
 def naive_rmia(p_target, in_target, tpos, p_ref, inside, seed, gamma, a):
-    """Online and offline scores (I, 2, T) with every quantity recomputed in loops."""
+    """Online and offline fractions (I, 2, T) with every quantity recomputed in loops, then the same with
+    ties broken (the fraction plus 1e-7 r / (1 + r), r = x's own ratio)."""
     n = p_ref.shape[1]
     on = {v: naive_marginal(p_ref, inside, v, False, a) for v in range(n)}
     off = {v: naive_marginal(p_ref, inside, v, True, a) for v in range(n)}
     off_x = {v: (on[v] if not np.isfinite(off[v]) else off[v]) for v in range(n)}
     online = np.empty((p_target.shape[0], 2, len(tpos)))
-    offline = np.empty_like(online)
+    offline, on_tb, off_tb = np.empty_like(online), np.empty_like(online), np.empty_like(online)
     for i in range(p_target.shape[0]):
         for h in range(2):
             outside = np.flatnonzero(~in_target[i, h])
@@ -68,7 +69,10 @@ def naive_rmia(p_target, in_target, tpos, p_ref, inside, seed, gamma, a):
                 online[i, h, t] = naive_score(p_target[i, h], on, int(x), zs, gamma)
                 mixed = {**off, int(x): off_x[int(x)]}
                 offline[i, h, t] = naive_score(p_target[i, h], mixed, int(x), zs, gamma)
-    return online, offline
+                for out, frac, marg in ((on_tb, online, on), (off_tb, offline, mixed)):
+                    r = max(p_target[i, h, x], 1e-12) / max(marg[int(x)], 1e-12)
+                    out[i, h, t] = frac[i, h, t] + 1e-7 * r / (1 + r)
+    return online, offline, on_tb, off_tb
 
 
 def random_case(seed: int, n: int = 40, k: int = 5, iterations: int = 2, binned: bool = True):
@@ -94,20 +98,24 @@ def random_case(seed: int, n: int = 40, k: int = 5, iterations: int = 2, binned:
 def test_scores_match_explicit_loops(seed: int, gamma: float) -> None:
     p_target, in_target, tpos, p_ref, inside = random_case(seed, binned=seed != 2)
     got = rmia.rmia(p_target, in_target, tpos, p_ref, inside, seed=7, gamma=gamma, a=0.4)
-    online, offline = naive_rmia(p_target, in_target, tpos, p_ref, inside, 7, gamma, 0.4)
-    assert np.array_equal(got.online, online)
-    assert np.array_equal(got.offline, offline)
+    online, offline, on_tb, off_tb = naive_rmia(p_target, in_target, tpos, p_ref, inside, 7, gamma, 0.4)
+    assert np.array_equal(got.online_fraction, online)
+    assert np.array_equal(got.offline_fraction, offline)
+    assert np.allclose(got.online, on_tb, rtol=0, atol=1e-15) and np.allclose(got.offline, off_tb, rtol=0, atol=1e-15)
+    for tb, frac in ((got.online, online), (got.offline, offline)):  # ties broken, no other order changed
+        order = np.argsort(tb, axis=None, kind="stable")
+        assert (np.diff(frac.ravel()[order]) >= 0).all()
     assert got.offline_fallback == 1 and got.population == 20 and not got.a_tuned
-    assert np.array_equal(got.decisions[0], online > 0.5)
+    assert np.array_equal(got.decisions[0], online > 0.5) and np.array_equal(got.decisions[1], offline > 0.5)
 
 
 def test_population_is_capped_and_never_compares_x_with_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rmia, "POPULATION", 7)
     p_target, in_target, tpos, p_ref, inside = random_case(3)
     got = rmia.rmia(p_target, in_target, tpos, p_ref, inside, seed=1, a=0.3)
-    online, offline = naive_rmia(p_target, in_target, tpos, p_ref, inside, 1, 1.0, 0.3)
+    online, offline, _, _ = naive_rmia(p_target, in_target, tpos, p_ref, inside, 1, 1.0, 0.3)
     assert got.population == 7
-    assert np.array_equal(got.online, online) and np.array_equal(got.offline, offline)
+    assert np.array_equal(got.online_fraction, online) and np.array_equal(got.offline_fraction, offline)
     one = rmia.pairwise_score(np.array([2.0]), np.array([2.0, 1.0]), same=np.array([[True, False]]))
     assert one.tolist() == [1.0]  # the pair (x, x) is skipped, not counted as a loss
 

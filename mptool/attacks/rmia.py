@@ -36,7 +36,16 @@ models' training sets; no target model is looked at). ``OFFLINE_A = 0.3`` (Priva
 default) stands in when the pool is too small to tune. |Z| is at most ``POPULATION`` records
 per target model, drawn (seeded) from the half of D that model did not train on.
 
-**Decision.** "member" iff Score > 0.5 (x beats most of the population); as with
+**Ties.** With a finite population the fraction saturates: a non-member exchangeable with the
+z beats all of them with probability 1 / (|Z| + 1), about 0.1% at |Z| = 1000, so without more
+the score could never reach 0.1% FPR (benchmarks/bench_rmia.py measured 0.11% of non-member
+attempts at 1.0 on Adult). The reported score is therefore the fraction plus
+``TIE_BREAK * r / (1 + r)``, r = Pr(x | theta) / Pr(x) (less than 1e-7): within one target
+model the fraction is a non-decreasing function of r, so this orders exactly the records the
+fraction ties, as RMIA itself orders them, and no two different fractions (multiples of
+1 / |Z| with |Z| <= POPULATION) swap.
+
+**Decision.** "member" iff the fraction (Score) > 0.5 (x beats most of the population); as with
 lira_offline this threshold only sets accuracy/precision, AUC and TPR at low FPR use the
 score itself.
 """
@@ -59,6 +68,8 @@ A_GRID = tuple(round(0.1 * k, 1) for k in range(11))
 POPULATION = 1000
 #: Probability floor (unbinned outputs may be exactly 0).
 CLIP = 1e-12
+#: Weight of the tie-break by x's own ratio (below the smallest gap between two fractions k / |Z|).
+TIE_BREAK = 1e-7
 #: Seed tag of the population draws (see mptool.attacks.shadows.rng_for).
 TAG_RMIA = 131
 
@@ -96,6 +107,12 @@ def pairwise_score(
     counted = keep.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counted > 0, (wins & keep).sum(axis=1) / counted, 0.5)
+
+
+def tie_broken(fraction: np.ndarray, ratio_x: np.ndarray) -> np.ndarray:
+    """The reported score: fraction + TIE_BREAK * r / (1 + r) (module docstring, "Ties")."""
+    r = np.asarray(ratio_x, dtype=float)
+    return np.asarray(fraction, dtype=float) + TIE_BREAK * (r / (1.0 + r))
 
 
 def ratios(p_model: np.ndarray, marginal: np.ndarray) -> np.ndarray:
@@ -141,10 +158,13 @@ def tune_offline_a(
 
 @dataclass(frozen=True)
 class RmiaScores:
-    """Online and offline RMIA scores per attempt (shaped like the protocol's membership array)."""
+    """Online and offline RMIA scores per attempt (shaped like the protocol's membership array): the
+    fractions (the paper's Score) and the reported scores (the fractions with ties broken)."""
 
     online: np.ndarray
     offline: np.ndarray
+    online_fraction: np.ndarray
+    offline_fraction: np.ndarray
     a: float
     gamma: float
     a_tuned: bool  # a came from tune_offline_a (else given, or OFFLINE_A)
@@ -153,8 +173,8 @@ class RmiaScores:
 
     @property
     def decisions(self) -> tuple[np.ndarray, np.ndarray]:
-        """"Member" iff the score is above 0.5, online then offline."""
-        return self.online > 0.5, self.offline > 0.5
+        """"Member" iff the fraction is above 0.5, online then offline."""
+        return self.online_fraction > 0.5, self.offline_fraction > 0.5
 
 
 def population_draw(outside: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -189,7 +209,7 @@ def rmia(
     fallback = ~np.isfinite(off_m[tpos])
     off_x = np.where(fallback, on_m[tpos], off_m[tpos])
     shape = (p_target.shape[0], 2, len(tpos))
-    online, offline = np.empty(shape), np.empty(shape)
+    online, offline, on_r, off_r = (np.empty(shape) for _ in range(4))
     sizes = []
     for i in range(shape[0]):
         for h in range(2):
@@ -197,7 +217,11 @@ def rmia(
             sizes.append(len(z))
             p = p_target[i, h]
             same = tpos[:, None] == z[None, :]
-            online[i, h] = pairwise_score(ratios(p[tpos], on_m[tpos]), ratios(p[z], on_m[z]), gamma, same)
+            on_r[i, h], off_r[i, h] = ratios(p[tpos], on_m[tpos]), ratios(p[tpos], off_x)
+            online[i, h] = pairwise_score(on_r[i, h], ratios(p[z], on_m[z]), gamma, same)
             zo = np.isfinite(off_m[z])
-            offline[i, h] = pairwise_score(ratios(p[tpos], off_x), ratios(p[z[zo]], off_m[z[zo]]), gamma, same[:, zo])
-    return RmiaScores(online, offline, float(a), float(gamma), tuned, int(min(sizes)), int(fallback.sum()))
+            offline[i, h] = pairwise_score(off_r[i, h], ratios(p[z[zo]], off_m[z[zo]]), gamma, same[:, zo])
+    return RmiaScores(
+        tie_broken(online, on_r), tie_broken(offline, off_r), online, offline,
+        float(a), float(gamma), tuned, int(min(sizes)), int(fallback.sum()),
+    )
