@@ -148,6 +148,8 @@ class AttackOptions:
     max_auc: float | None = None
     auto_pool: bool = False
     budget: float | None = None
+    rmia_gamma: float = rmia_mod.GAMMA
+    rmia_offline_a: float | None = None  # None: tuned on the reference models
 
 
 @dataclass
@@ -855,12 +857,16 @@ def attack_rmia(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence
     assert refs is not None and targets.p_all is not None
     p_ref = refs.preds[:, np.arange(len(draw.y_idx)), draw.y_idx]
     in_target = np.stack([np.stack([m, ~m]) for m in draw.in_first])
-    r = rmia_mod.rmia(targets.p_all, in_target, draw.tpos, p_ref, refs.members, run.seed)
+    o = run.options
+    r = rmia_mod.rmia(
+        targets.p_all, in_target, draw.tpos, p_ref, refs.members, run.seed, o.rmia_gamma, o.rmia_offline_a
+    )
     on_d, off_d = r.decisions
     extra = {
         "gamma": r.gamma,
         "offline_a": r.a,
-        "offline_a_from": "tuned on the reference models (grid 0..1 by 0.1)" if r.a_tuned else "default",
+        "offline_a_from": "tuned on the reference models (grid 0..1 by 0.1)" if r.a_tuned
+        else ("--rmia-offline-a" if o.rmia_offline_a is not None else "default (too few reference models to tune)"),
         "population_per_model": r.population,
         "reference_models": refs.size,
         "references": "shadow pool" if evidence.pool is not None else "general shadows (--shadows)",

@@ -113,6 +113,12 @@ def attack(
             "spec, then attacked too (loss threshold; T as members, rows outside T as non-members)."
         ),
     ] = None,
+    rmia_gamma: Annotated[
+        float, typer.Option(help="rmia: a population record z counts when x's likelihood ratio over z exceeds this.")
+    ] = 1.0,
+    rmia_offline_a: Annotated[
+        str, typer.Option(help="rmia_offline: a in Pr(x) = ((1+a) Pr_OUT(x) + 1 - a)/2; auto = tuned on the pool.")
+    ] = "auto",
     force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result lines; no progress.")] = False,
     backend: BackendOpt = "loky",
@@ -171,6 +177,7 @@ def attack(
         max_accuracy=max_accuracy, max_auc=max_auc, budget=budget,
     )
     flags.check_trained(trained)
+    flags.check_rmia_flags(rmia_gamma, rmia_offline_a)
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
     backend = check_backend(backend, scheduler)
     names = parse_attacks(attacks)
@@ -198,6 +205,7 @@ def attack(
         pdtp_iterations=pdtp_iterations, max_accuracy=max_accuracy, max_auc=max_auc, budget=budget, jobs=jobs or None,
         engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep, on_plan=opener.lines.append, trained=trained,
+        rmia_gamma=rmia_gamma, rmia_offline_a=rmia_offline_a,
     )
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     document = {"summary": summary, "attacks": dict(result.attacks), "records": records_for_json(result.table)}
