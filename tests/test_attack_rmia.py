@@ -95,7 +95,8 @@ def random_case(seed: int, n: int = 40, k: int = 5, iterations: int = 2, binned:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("gamma", [1.0, 2.0])
-def test_scores_match_explicit_loops(seed: int, gamma: float) -> None:
+def test_scores_match_explicit_loops(seed: int, gamma: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rmia, "ROWS", 5)  # several blocks of x
     p_target, in_target, tpos, p_ref, inside = random_case(seed, binned=seed != 2)
     got = rmia.rmia(p_target, in_target, tpos, p_ref, inside, seed=7, gamma=gamma, a=0.4)
     online, offline, on_tb, off_tb = naive_rmia(p_target, in_target, tpos, p_ref, inside, 7, gamma, 0.4)
@@ -116,7 +117,7 @@ def test_population_is_capped_and_never_compares_x_with_itself(monkeypatch: pyte
     online, offline, _, _ = naive_rmia(p_target, in_target, tpos, p_ref, inside, 1, 1.0, 0.3)
     assert got.population == 7
     assert np.array_equal(got.online_fraction, online) and np.array_equal(got.offline_fraction, offline)
-    one = rmia.pairwise_score(np.array([2.0]), np.array([2.0, 1.0]), same=np.array([[True, False]]))
+    one = rmia.pairwise_score(np.array([2.0]), np.array([2.0, 1.0]), x_ids=np.array([5]), z_ids=np.array([5, 6]))
     assert one.tolist() == [1.0]  # the pair (x, x) is skipped, not counted as a loss
 
 
@@ -137,6 +138,16 @@ def test_tuned_offline_a_is_the_naive_grid_argmax() -> None:
             best, best_auc = cand, auc
     assert tuned and a == best
     assert rmia.tune_offline_a(p_ref[:1], inside[:1], rng_for(3, 9)) == (rmia.OFFLINE_A, False)
+
+
+def test_tuning_scores_a_seeded_sample_of_a_large_candidate_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(8)
+    n, k = 300, 4
+    inside = rng.random((k, n)) < 0.5
+    p_ref = np.clip(0.5 + 0.3 * inside + 0.2 * rng.normal(size=(k, n)), 0.01, 0.99)
+    monkeypatch.setattr(rmia, "TUNE_RECORDS", 40)
+    first = rmia.tune_offline_a(p_ref, inside, rng_for(1, 2))
+    assert first == rmia.tune_offline_a(p_ref, inside, rng_for(1, 2)) and first[1]
 
 
 # ----------------------------------------------------------------- known answers through the protocol

@@ -31,10 +31,11 @@ ML Privacy Meter's setting and makes the score x's rank among the population, th
 whose ROC the paper reports; larger gamma only counts decisive wins and coarsens the score.
 ``a`` is tuned as the paper (appendix) and ML Privacy Meter do: one pool model plays the
 target, the other pool models are its offline references, and the a of the grid 0, 0.1,
-..., 1 with the highest AUC over every record of D is kept (the auditor knows its own
-models' training sets; no target model is looked at). ``OFFLINE_A = 0.3`` (Privacy Meter's
-default) stands in when the pool is too small to tune. |Z| is at most ``POPULATION`` records
-per target model, drawn (seeded) from the half of D that model did not train on.
+..., 1 with the highest AUC over the records of D (at most ``TUNE_RECORDS``, seeded) is
+kept (the auditor knows its own models' training sets; no target model is looked at).
+``OFFLINE_A = 0.3`` (Privacy Meter's default) stands in when the pool is too small to tune.
+|Z| is at most ``POPULATION`` records per target model, drawn (seeded) from the half of D that
+model did not train on.
 
 **Ties.** With a finite population the fraction saturates: a non-member exchangeable with the
 z beats all of them with probability 1 / (|Z| + 1), about 0.1% at |Z| = 1000, so without more
@@ -70,6 +71,10 @@ POPULATION = 1000
 CLIP = 1e-12
 #: Weight of the tie-break by x's own ratio (below the smallest gap between two fractions k / |Z|).
 TIE_BREAK = 1e-7
+#: Records x per block of the pairwise comparison (bounds memory at ROWS x POPULATION cells).
+ROWS = 2048
+#: Most records of D scored when tuning a (a seeded sample beyond that).
+TUNE_RECORDS = 4000
 #: Seed tag of the population draws (see mptool.attacks.shadows.rng_for).
 TAG_RMIA = 131
 
@@ -98,15 +103,26 @@ def offline_marginal(p_ref: np.ndarray, inside: np.ndarray, a: float) -> np.ndar
 
 
 def pairwise_score(
-    ratio_x: np.ndarray, ratio_z: np.ndarray, gamma: float = GAMMA, same: np.ndarray | None = None
+    ratio_x: np.ndarray,
+    ratio_z: np.ndarray,
+    gamma: float = GAMMA,
+    x_ids: np.ndarray | None = None,
+    z_ids: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Score(x) = fraction of z with ratio_x / ratio_z > gamma, per x; ``same`` (T, Z) marks pairs to skip."""
+    """Score(x) = fraction of z with ratio_x / ratio_z > gamma, per x, skipping pairs whose ids are equal
+    (x is never compared with itself); 0.5 where no z is left. Computed in blocks of ROWS x's."""
     rx, rz = np.asarray(ratio_x, dtype=float), np.asarray(ratio_z, dtype=float)
-    wins = (rx[:, None] / rz[None, :]) > gamma
-    keep = np.ones(wins.shape, dtype=bool) if same is None else ~same
-    counted = keep.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counted > 0, (wins & keep).sum(axis=1) / counted, 0.5)
+    out = np.empty(len(rx))
+    for start in range(0, len(rx), ROWS):
+        block = slice(start, start + ROWS)
+        wins = (rx[block, None] / rz[None, :]) > gamma
+        keep = np.ones(wins.shape, dtype=bool)
+        if x_ids is not None and z_ids is not None:
+            keep = np.asarray(x_ids)[block, None] != np.asarray(z_ids)[None, :]
+        counted = keep.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[block] = np.where(counted > 0, (wins & keep).sum(axis=1) / counted, 0.5)
+    return out
 
 
 def tie_broken(fraction: np.ndarray, ratio_x: np.ndarray) -> np.ndarray:
@@ -132,24 +148,26 @@ def _auc(member: np.ndarray, score: np.ndarray) -> float:
 def tune_offline_a(
     p_ref: np.ndarray, inside: np.ndarray, rng: np.random.Generator, gamma: float = GAMMA
 ) -> tuple[float, bool]:
-    """The a of A_GRID whose offline RMIA best attacks pool model 0 with models 1.. as references (AUC
-    over every record of D, z drawn from the records model 0 did not train on), and True; (OFFLINE_A,
-    False) when the pool cannot tune it (fewer than 2 models, or no member/non-member/z to score)."""
+    """The a of A_GRID whose offline RMIA best attacks pool model 0 with models 1.. as references, and
+    True (AUC over the records of D, at most TUNE_RECORDS of them drawn by ``rng``; z drawn from the
+    records model 0 did not train on); (OFFLINE_A, False) when the pool cannot tune it (fewer than 2
+    models, or no member/non-member/z to score)."""
     if p_ref.shape[0] < 2:
         return OFFLINE_A, False
     target, refs, ins = p_ref[0], p_ref[1:], inside[1:]
     outside0 = np.flatnonzero(~inside[0])
     z = np.sort(rng.choice(outside0, size=min(POPULATION, len(outside0)), replace=False))
+    n = p_ref.shape[1]
+    records = np.sort(rng.choice(n, size=TUNE_RECORDS, replace=False)) if n > TUNE_RECORDS else np.arange(n)
     best, best_auc = OFFLINE_A, -1.0
     for a in A_GRID:
         marg = offline_marginal(refs, ins, a)
         zs = z[np.isfinite(marg[z])]
-        xs = np.flatnonzero(np.isfinite(marg))
+        xs = records[np.isfinite(marg[records])]
         member = inside[0, xs]
         if len(zs) == 0 or member.all() or not member.any():
             return OFFLINE_A, False
-        score = pairwise_score(ratios(target[xs], marg[xs]), ratios(target[zs], marg[zs]), gamma,
-                               xs[:, None] == zs[None, :])
+        score = pairwise_score(ratios(target[xs], marg[xs]), ratios(target[zs], marg[zs]), gamma, xs, zs)
         auc = _auc(member, score)
         if auc > best_auc:
             best, best_auc = a, auc
@@ -216,11 +234,10 @@ def rmia(
             z = population_draw(~in_target[i, h], rng_for(seed, TAG_RMIA, i, h))
             sizes.append(len(z))
             p = p_target[i, h]
-            same = tpos[:, None] == z[None, :]
             on_r[i, h], off_r[i, h] = ratios(p[tpos], on_m[tpos]), ratios(p[tpos], off_x)
-            online[i, h] = pairwise_score(on_r[i, h], ratios(p[z], on_m[z]), gamma, same)
-            zo = np.isfinite(off_m[z])
-            offline[i, h] = pairwise_score(off_r[i, h], ratios(p[z[zo]], off_m[z[zo]]), gamma, same[:, zo])
+            online[i, h] = pairwise_score(on_r[i, h], ratios(p[z], on_m[z]), gamma, tpos, z)
+            zo = z[np.isfinite(off_m[z])]
+            offline[i, h] = pairwise_score(off_r[i, h], ratios(p[zo], off_m[zo]), gamma, tpos, zo)
     return RmiaScores(
         tie_broken(online, on_r), tie_broken(offline, off_r), online, offline,
         float(a), float(gamma), tuned, int(min(sizes)), int(fallback.sum()),
