@@ -181,7 +181,7 @@ def test_correlations_match_naive_pearson() -> None:
 
 
 def test_parse_attacks_and_source() -> None:
-    assert parse_attacks("all") == ("untargeted", "distance", "frequency", "threshold", "lira")
+    assert parse_attacks("all") == ("untargeted", "distance", "frequency", "threshold", "lira", "rmia")
     assert parse_attacks("lira, distance") == ("distance", "lira")
     with pytest.raises(InputError, match="unknown attack 'distanse'"):
         parse_attacks("distanse")

@@ -60,7 +60,8 @@ def test_prior_only_model_gives_every_attack_baseline_accuracy(numeric_csv: Path
     for outcome in (pooled, per_target):
         for name, m in outcome.attacks.items():
             assert abs(m["accuracy"] - 0.5) <= 0.05, (name, m["accuracy"])
-    assert set(pooled.attacks) == {"untargeted", "distance", "frequency", "threshold", "lira", "lira_offline"}
+    assert set(pooled.attacks) == {"untargeted", "distance", "frequency", "threshold", "lira", "lira_offline",
+                                   "rmia", "rmia_offline"}
     assert pooled.attacks["untargeted"]["n_attacks"] == 2000
 
 
@@ -143,7 +144,7 @@ def test_attack_cli_writes_documented_outputs_and_gates(cli, numeric_csv: Path, 
     r = cli("attack", *args, "--out", out)
     assert r.code == 0, r.stderr
     table = pd.read_csv(out / "attack.csv")
-    names = ["untargeted", "distance", "frequency", "threshold", "lira", "lira_offline"]
+    names = ["untargeted", "distance", "frequency", "threshold", "lira", "lira_offline", "rmia", "rmia_offline"]
     assert list(table.columns) == ["row", "label", "pdtp_mean", *[f"{n}_accuracy" for n in names],
                                    "max_accuracy", "lira_score", "kl_leakage", "n_attacks", "pdtp_measurements"]
     doc = json.loads((out / "attack.json").read_text())

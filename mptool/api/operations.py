@@ -236,6 +236,8 @@ def attack(
     scheduler: str | None = None,
     allow_import: tuple[str, ...] = (),
     trained: str | Path | None = None,
+    rmia_gamma: float = 1.0,
+    rmia_offline_a: str | float | None = "auto",
     progress: Progress | None = None,
     checkpoint: CheckpointFactory | None = None,
     prepared: Prepared | None = None,
@@ -252,6 +254,8 @@ def attack(
     an estimated time) before the work starts; summary["plan"] holds it too.
     ``trained`` (a skops file, checked to be A(T)) is attacked too: T as members, as many rows
     from outside T as non-members (``summary["artefact"]``; the gates apply to it as well).
+    ``rmia_gamma``, ``rmia_offline_a``: RMIA's pairwise threshold and offline a ("auto": tuned;
+    :mod:`mptool.attacks.rmia`).
     """
     checks.check_operation(jobs=jobs, scheduler=scheduler, allow_import=allow_import)
     checks.check_attack_flags(
@@ -260,6 +264,7 @@ def attack(
         max_accuracy=max_accuracy, max_auc=max_auc, budget=budget, dashes=False,
     )
     checks.check_untargeted_features(untargeted_features, "untargeted_features")
+    rmia_a = checks.check_rmia_flags(rmia_gamma, rmia_offline_a, dashes=False)
     spec = as_spec(spec)
     options = AttackOptions(
         attacks=parse_attacks(attacks) if isinstance(attacks, str) else tuple(attacks), candidates=candidates,
@@ -268,6 +273,7 @@ def attack(
         shadow_data=shadow_data, per_class=per_class, untargeted_features=untargeted_features,
         pdtp_iterations=pdtp_iterations, jobs=jobs, engine=engine,
         max_accuracy=max_accuracy, max_auc=max_auc, backend=check_backend(backend, scheduler), budget=budget,
+        rmia_gamma=float(rmia_gamma), rmia_offline_a=rmia_a,
     )
     checks.check_trained(trained)
     prep = prepared or with_trained(prepare(data, spec, allow_import), trained, allow_import)

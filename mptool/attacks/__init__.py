@@ -8,12 +8,13 @@ Attack names used on the command line and in result files:
 - ``lira`` and ``lira_offline``: Carlini et al.'s likelihood-ratio attack (``--attacks lira`` runs both).
 - ``attribute`` (``--attacks attribute:COLUMN``, not part of ``all``): Yeom et al.'s attribute
   inference (section 4) of a feature column; :mod:`mptool.attacks.attribute`.
+- ``rmia`` and ``rmia_offline``: Zarifzadeh et al.'s relative attack (``--attacks rmia`` runs both).
 """
 
 from __future__ import annotations
 
 #: Names accepted by --attacks (``all`` selects every one).
-ATTACK_CHOICES = ("untargeted", "distance", "frequency", "threshold", "lira")
+ATTACK_CHOICES = ("untargeted", "distance", "frequency", "threshold", "lira", "rmia")
 
 #: Result names each choice produces, in output order.
 RESULT_NAMES = {
@@ -22,10 +23,12 @@ RESULT_NAMES = {
     "frequency": ("frequency",),
     "threshold": ("threshold",),
     "lira": ("lira", "lira_offline"),
+    "rmia": ("rmia", "rmia_offline"),
 }
 
-#: Attacks that need per-record in/out shadow evidence (pairs or the shared pool).
-NEEDS_EVIDENCE = frozenset({"distance", "frequency", "lira"})
+#: Attacks that need per-record in/out shadow evidence (pairs or the shared pool; rmia: the pool,
+#: or without one the general shadows as its reference models).
+NEEDS_EVIDENCE = frozenset({"distance", "frequency", "lira", "rmia"})
 
 #: |D| when neither --candidates nor the spec's data.train_size sets it (Long et al. 5.4: 1,000
 #: training records, so 2,000 candidates); see :func:`mptool.attacks.plan.resolve_candidates`.

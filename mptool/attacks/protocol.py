@@ -44,6 +44,7 @@ from mptool.attacks import ATTACK_CHOICES, DEFAULT_CANDIDATES, NEEDS_EVIDENCE, R
 from mptool.attacks import attribute as attribute_mod
 from mptool.attacks import lira as lira_mod
 from mptool.attacks import plan as plan_mod
+from mptool.attacks import rmia as rmia_mod
 from mptool.attacks import synthesis as synth_mod
 from mptool.attacks.intervals import TAG_BOOTSTRAP, bootstrap_intervals
 from mptool.attacks.leakage import LeakageEstimate, kl_leakage, summarise, true_label_logit
@@ -149,6 +150,8 @@ class AttackOptions:
     max_auc: float | None = None
     auto_pool: bool = False
     budget: float | None = None
+    rmia_gamma: float = rmia_mod.GAMMA
+    rmia_offline_a: float | None = None  # None: tuned on the reference models
 
 
 @dataclass
@@ -192,19 +195,25 @@ def target_chunk(
     in_first: np.ndarray,
     targets: np.ndarray,
     bin_size: float,
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Fit A(D1) and A(D2) for each split row of ``in_first``: binned outputs on the targets, train/test accuracy."""
+    y_idx: np.ndarray | None = None,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
+    """Fit A(D1) and A(D2) for each split row of ``in_first``: binned outputs on the targets, train/test
+    accuracy, and with ``y_idx`` (class index per record of D) the binned true-label probability on all of D."""
     out = []
     for mask in in_first:
         q = np.empty((2, len(targets), len(classes)))
+        p_all = None if y_idx is None else np.empty((2, len(y)))
         train_acc, test_acc = np.empty(2), np.empty(2)
         for h, half in enumerate((mask, ~mask)):
             model = fit(template, X.iloc[np.flatnonzero(half)], y[half])
             q[h] = bin_probabilities(proba_in(model, X.iloc[targets], classes), bin_size)
+            if p_all is not None:
+                every = bin_probabilities(proba_in(model, X, classes), bin_size)
+                p_all[h] = every[np.arange(len(y)), y_idx]
             pred = model.predict(X)
             train_acc[h] = np.mean(pred[half] == y[half])
             test_acc[h] = np.mean(pred[~half] == y[~half])
-        out.append((q, train_acc, test_acc))
+        out.append((q, train_acc, test_acc, p_all))
     return out
 
 
@@ -301,6 +310,7 @@ class TargetOutputs:
     member: np.ndarray  # (iterations, 2, targets) bool: the target is in that model's training half
     train_accuracy: float
     test_accuracy: float
+    p_all: np.ndarray | None = None  # (iterations, 2, |D|): true-label probability on all of D (rmia only)
 
 
 @dataclass(frozen=True)
@@ -494,9 +504,10 @@ def run_needs(run: Run, engine: Any) -> plan_mod.Needs:
     """Which kinds of model fits the chosen attacks, shadow data and PDTP engine call for."""
     o, wants = run.options, set(run.options.attacks)
     pdtp_on = engine is not None and o.pdtp_iterations > 0
+    rmia_refs = "rmia" in wants and not o.shadow_pool  # without a pool rmia's references are the general shadows
     return plan_mod.Needs(
-        evidence=bool(wants & NEEDS_EVIDENCE),
-        general="threshold" in wants or ("untargeted" in wants and run.source == "population"),
+        evidence=bool(wants & (NEEDS_EVIDENCE if o.shadow_pool else NEEDS_EVIDENCE - {"rmia"})),
+        general="threshold" in wants or ("untargeted" in wants and run.source == "population") or rmia_refs,
         synthetic="untargeted" in wants and run.source != "population",
         untargeted="untargeted" in wants,
         pdtp=pdtp_on,
@@ -599,11 +610,15 @@ def train_targets(run: Run, draw: Draw) -> TargetOutputs:
     (Long et al. 5.4, step 2: each target is once a member and once not per iteration)."""
     o, D = run.options, draw.D
     t0 = time.perf_counter()
+    y_full = draw.y_idx if "rmia" in o.attacks else None  # rmia also needs every record's output (its z)
     chunks = chunk_positions(np.arange(o.iterations), run.jobs, per_job=1)
     with run.progress(o.iterations, "target models") as advance:
         parts = run_tasks(
             target_chunk,
-            ((run.prep.template, D.X, D.y, draw.classes, draw.in_first[c], draw.tpos, run.bin_size) for c in chunks),
+            (
+                (run.prep.template, D.X, D.y, draw.classes, draw.in_first[c], draw.tpos, run.bin_size, y_full)
+                for c in chunks
+            ),
             jobs=run.jobs,
             backend=o.backend,
             on_result=lambda r: advance(len(r)),
@@ -617,6 +632,7 @@ def train_targets(run: Run, draw: Draw) -> TargetOutputs:
         member=np.stack([np.stack([first[i], ~first[i]]) for i in range(o.iterations)]),
         train_accuracy=float(np.mean([r[1] for r in flat])),
         test_accuracy=float(np.mean([r[2] for r in flat])),
+        p_all=None if y_full is None else np.stack([r[3] for r in flat]),
     )
 
 
@@ -662,9 +678,9 @@ def gather_evidence(run: Run, draw: Draw) -> Evidence:
     untargeted (population data) and threshold attacks get ``shadows`` general models, and
     the targeted attacks and LiRA get ``pairs`` fresh in/out pairs per target per iteration.
     """
-    o, D, wants = run.options, draw.D, set(run.options.attacks)
-    need_evidence = bool(wants & NEEDS_EVIDENCE)
-    need_general = "threshold" in wants or ("untargeted" in wants and run.source == "population")
+    o, D = run.options, draw.D
+    needs = run_needs(run, None)
+    need_evidence, need_general = needs.evidence, needs.general
     common = (run.prep.template, D.X, D.y, draw.classes)
     pool = general = pairs = None
     t0 = time.perf_counter()
@@ -717,6 +733,10 @@ def run_attacks(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence
             online, offline, out.extra["lira"] = attack_lira(draw, targets, evidence, run.bin_size)
             out.results["lira"], out.results["lira_offline"] = online, offline
             out.lira_score = mean_member_score(online[0], targets.member)
+    if "rmia" in wants:
+        online, offline, out.extra["rmia"] = attack_rmia(run, draw, targets, evidence)
+        out.extra["rmia_offline"] = out.extra["rmia"]
+        out.results["rmia"], out.results["rmia_offline"] = online, offline
     out.leakage = leakage_per_target(evidence, draw, run.options.iterations)
     if attribute_mod.column_of(run.options.attacks) is not None:
         out.results[attribute_mod.NAME], out.extra[attribute_mod.NAME], out.per_target, out.attribute_values = (
@@ -892,6 +912,31 @@ def attack_lira(draw: Draw, targets: TargetOutputs, evidence: Evidence, bin_size
         "models_out": [int(fit_out.count.min()), int(fit_out.count.max())],
     }
     return (on_s, on_d), (off_s, off_d), extra
+
+
+def attack_rmia(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence) -> tuple[Scored, Scored, dict]:
+    """Zarifzadeh et al.'s RMIA, online and offline (mptool.attacks.rmia): the pool (else the general
+    shadows) as reference models, z drawn from the records each target model did not train on."""
+    refs = evidence.pool if evidence.pool is not None else evidence.general
+    assert refs is not None and targets.p_all is not None
+    p_ref = refs.preds[:, np.arange(len(draw.y_idx)), draw.y_idx]
+    in_target = np.stack([np.stack([m, ~m]) for m in draw.in_first])
+    o = run.options
+    r = rmia_mod.rmia(
+        targets.p_all, in_target, draw.tpos, p_ref, refs.members, run.seed, o.rmia_gamma, o.rmia_offline_a
+    )
+    on_d, off_d = r.decisions
+    extra = {
+        "gamma": r.gamma,
+        "offline_a": r.a,
+        "offline_a_from": "tuned on the reference models (grid 0..1 by 0.1)" if r.a_tuned
+        else ("--rmia-offline-a" if o.rmia_offline_a is not None else "default (too few reference models to tune)"),
+        "population_per_model": r.population,
+        "reference_models": refs.size,
+        "references": "shadow pool" if evidence.pool is not None else "general shadows (--shadows)",
+        "offline_fallback_targets": r.offline_fallback,
+    }
+    return (r.online, on_d), (r.offline, off_d), extra
 
 
 def mean_member_score(scores: np.ndarray, member: np.ndarray) -> np.ndarray:

@@ -41,7 +41,7 @@ def attack(
     attacks: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: untargeted,distance,frequency,threshold,lira, or all; plus attribute:COLUMN "
+            help="Comma-separated: untargeted,distance,frequency,threshold,lira,rmia, or all; plus attribute:COLUMN "
             "(Yeom's attribute inference of a feature column; alone, or beside membership attacks)."
         ),
     ] = "all",
@@ -124,6 +124,12 @@ def attack(
             "spec, then attacked too (loss threshold; T as members, rows outside T as non-members)."
         ),
     ] = None,
+    rmia_gamma: Annotated[
+        float, typer.Option(help="rmia: a population record z counts when x's likelihood ratio over z exceeds this.")
+    ] = 1.0,
+    rmia_offline_a: Annotated[
+        str, typer.Option(help="rmia_offline: a in Pr(x) = ((1+a) Pr_OUT(x) + 1 - a)/2; auto = tuned on the pool.")
+    ] = "auto",
     force: Annotated[bool, typer.Option(help="Overwrite results already in --out.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the result lines; no progress.")] = False,
     backend: BackendOpt = "loky",
@@ -137,13 +143,14 @@ def attack(
     trained on each half is attacked on every target, so each target is once a member and
     once not. The training-set size is |D|/2; by default |D| = 2 x data.train_size, so it
     equals pdtp's |T|. Attacks: untargeted (Shokri), distance and frequency (Long 5.3),
-    threshold (Yeom), lira (Carlini; online and offline). By default every attack draws its
+    threshold (Yeom), lira (Carlini; online and offline), rmia (Zarifzadeh; online and
+    offline; pool models as references, without a pool the --shadows ones). By default every attack draws its
     shadow models from one pool; --shadow-pool 0 trains --pairs fresh in/out pairs per
     target per iteration, as the paper does (about 100 times the fits). Before the work, one
     line gives the planned model fits and an estimated time; --budget sizes the run to fit.
 
     DIR/attack.csv, one row per target: row, [id], label, pdtp_mean, <attack>_accuracy per
-    attack (lira gives lira_ and lira_offline_), max_accuracy, lira_score (mean online
+    attack (lira gives lira_ and lira_offline_, rmia rmia_ and rmia_offline_), max_accuracy, lira_score (mean online
     LiRA log-likelihood ratio while a member), kl_leakage (Farokhi-Kaafar, nats; empty where
     not estimable), n_attacks, pdtp_measurements. DIR/attack.json: {"summary": {...}, "attacks":
     {name: {accuracy,
@@ -182,6 +189,7 @@ def attack(
     )
     flags.check_untargeted_features(untargeted_features)
     flags.check_trained(trained)
+    flags.check_rmia_flags(rmia_gamma, rmia_offline_a)
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
     backend = check_backend(backend, scheduler)
     names = parse_attacks(attacks)
@@ -210,6 +218,7 @@ def attack(
         pdtp_iterations=pdtp_iterations, max_accuracy=max_accuracy, max_auc=max_auc, budget=budget, jobs=jobs or None,
         engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep, on_plan=opener.lines.append, trained=trained,
+        rmia_gamma=rmia_gamma, rmia_offline_a=rmia_offline_a,
     )
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
     document = {"summary": summary, "attacks": dict(result.attacks), "records": records_for_json(result.table)}

@@ -319,6 +319,30 @@ def check_attribute_values(value: object, attacks: tuple[str, ...], flag: str = 
         raise InputError(f"{flag} writes the values of attribute:COLUMN; add attribute:COLUMN to --attacks")
 
 
+
+#: Largest --rmia-gamma (a pairwise likelihood ratio; beyond this no population record is ever beaten).
+RMIA_GAMMA_MAX = 1e6
+
+
+def check_rmia_flags(gamma: float, offline_a: str | float | None, dashes: bool = True) -> float | None:
+    """``attack --rmia-gamma`` (finite, above 0, at most RMIA_GAMMA_MAX) and ``--rmia-offline-a``
+    (``auto``/None = tuned on the reference models, or a number in [0, 1]); returns a, None for auto."""
+    g_flag, a_flag = ("--rmia-gamma", "--rmia-offline-a") if dashes else ("rmia_gamma", "rmia_offline_a")
+    if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not math.isfinite(gamma):
+        raise InputError(f"{g_flag} must be a finite number above 0 (got {gamma!r})")
+    if not 0 < gamma <= RMIA_GAMMA_MAX:
+        raise InputError(f"{g_flag} must be above 0 and at most {RMIA_GAMMA_MAX:g} (got {gamma:g})")
+    if offline_a is None or (isinstance(offline_a, str) and offline_a.strip().lower() == "auto"):
+        return None
+    try:
+        a = float(offline_a) if not isinstance(offline_a, bool) else float("nan")
+    except (TypeError, ValueError):
+        a = float("nan")
+    if not (math.isfinite(a) and 0.0 <= a <= 1.0):
+        raise InputError(f"{a_flag} must be 'auto' or a number from 0 to 1 (got {str(offline_a)[:40]!r})")
+    return a
+
+
 def check_purchase_flags(*, rows: int, features: int, classes: int, segments: int, seed: int) -> None:
     """``mptool datasets make-purchase``: sizes positive and bounded, a valid seed."""
     check_seed(seed)
