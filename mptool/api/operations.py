@@ -245,6 +245,9 @@ def attack(
 ) -> AttackResult:
     """Membership attacks on ``spec`` under Long et al.'s protocol (5.4), per-target accuracy beside PDTP.
 
+    (Long by its parameter list, one per ``mptool attack`` flag; the work is in
+    :mod:`mptool.attacks.protocol`.)
+
     ``candidates`` None: 2 x the spec's data.train_size (so the target models train on as many
     records as :func:`pdtp`'s T), 2,000 when it is null, capped by the data. ``shadow_pool`` None:
     a pool of :data:`~mptool.attacks.DEFAULT_SHADOW_POOL` shadow models (grown until every

@@ -246,6 +246,34 @@ def run_engine(
             ) from None
 
 
+def loo_request(
+    prep: Prepared, options: PdtpOptions, positions: np.ndarray, full_model: Any, jobs: int, checkpoint: Any
+) -> LooRequest:
+    """The engine's request: T, A(T), the records, the workers, and the ``--fail-fast`` stop rule."""
+    spec = prep.spec
+    return LooRequest(
+        spec, prep.template, prep.train, full_model, prep.classes, positions, jobs, options.backend,
+        checkpoint=checkpoint, order=options.order,
+        stop_on=violation_rule(
+            options.threshold, spec.output.bin_size, options.gate, options.fail_fast, spec.output.release
+        ),
+    )
+
+
+def audited_outputs(prep: Prepared, result: Any, shipped: dict[str, Any] | None, positions: np.ndarray) -> Any:
+    """The two models' outputs as audited, checked finite.
+
+    With ``--trained`` the shipped artefact's probabilities stand for A(T)'s (checked equal to the
+    spec's A(T) within the tolerance in ``prepare_pdtp``); then the spec's release policy
+    (``output.release``, :mod:`mptool.privacy.release`) is applied to both models' outputs.
+    """
+    if shipped is not None:
+        result = dataclasses.replace(result, p_full=shipped.pop("probabilities")[positions])
+    result = released(result, prep.spec.output.release)
+    check_finite(result.p_full, result.p_loo, prep.train.rows[positions], prep.choice.name)
+    return result
+
+
 def run_facts(prep: Prepared, full_model: Any, jobs: int) -> dict[str, Any]:
     """Summary keys on the run itself: T's size, classes, estimator, bin size, A(T)'s accuracy on T, jobs."""
     spec, T = prep.spec, prep.train
@@ -306,21 +334,12 @@ def run_pdtp(
     shipped = {k: v for k, v in prep.trained.items() if k != "model"} if prep.trained is not None else None
     t_fit = time.perf_counter()
     jobs = resolve_jobs(options.jobs)
-    request = LooRequest(
-        spec, prep.template, T, full_model, prep.classes, positions, jobs, options.backend, checkpoint=checkpoint,
-        order=options.order,
-        stop_on=violation_rule(
-            options.threshold, spec.output.bin_size, options.gate, options.fail_fast, spec.output.release
-        ),
-    )
+    request = loo_request(prep, options, positions, full_model, jobs, checkpoint)
     result = run_engine(engine, request, progress)
     requested = len(positions)
     request, result, stopped = keep_reported(request, result)
     positions = request.positions
-    if shipped is not None:  # p_{A(T)} is the artefact's (equal to the spec's A(T) within the tolerance)
-        result = dataclasses.replace(result, p_full=shipped.pop("probabilities")[positions])
-    result = released(result, spec.output.release)
-    check_finite(result.p_full, result.p_loo, T.rows[positions], prep.choice.name)
+    result = audited_outputs(prep, result, shipped, positions)
     t_loo = time.perf_counter()
 
     bin_size = spec.output.bin_size

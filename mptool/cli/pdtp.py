@@ -201,7 +201,25 @@ JsonRecordsOpt = Annotated[
 ForceOpt = Annotated[bool, typer.Option(help="Overwrite results already in --out.")]
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+PDTP_HELP = """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
+
+Writes DIR/pdtp.csv, one row per record: row, [id], label, pdtp, pdtp_raw, worst_class,
+p_full, p_loo, violation, bin_edge, dtp_upper, dtp_upper_binned, dtp_upper_vacuous,
+[dtp_queries] (with --queries train|FILE), [above_noise_floor] (when a noise floor is
+measured), fingerprint, [baseline_status, baseline_pdtp] (with --baseline), [waived] (with
+--waivers); and DIR/pdtp.json (summary and run manifest; the records too with
+--json-records). DATA may be CSV, CSV.gz or Parquet (see
+data.read in the spec). With no arguments, audits the bundled UCI Adult data with
+configs/adult-nb.yaml.
+
+With --baseline, only records new or worse than the baseline run count (exit 1); with
+--waivers, waived records do not count until their waiver expires; pdtp.json then has a
+'baseline' block.
+
+"""
+
+
+@app.command(epilog=EXIT_CODES_HELP, help=PDTP_HELP)
 def pdtp(
     data: DataArg = None,
     model: ModelOpt = None,
@@ -232,20 +250,10 @@ def pdtp(
     waivers: ci.WaiversOpt = None,
     format: ci.FormatOpt = "csv",
 ) -> int:
-    """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
+    """``mptool pdtp`` (help: :data:`PDTP_HELP`): flags checked, the API's pdtp run, its files and verdict.
 
-    Writes DIR/pdtp.csv, one row per record: row, [id], label, pdtp, pdtp_raw, worst_class,
-    p_full, p_loo, violation, bin_edge, dtp_upper, dtp_upper_binned, dtp_upper_vacuous,
-    [dtp_queries] (with --queries train|FILE), [above_noise_floor] (when a noise floor is
-    measured), fingerprint, [baseline_status, baseline_pdtp] (with --baseline), [waived] (with
-    --waivers); and DIR/pdtp.json (summary and run manifest; the records too with
-    --json-records). DATA may be CSV, CSV.gz or Parquet (see
-    data.read in the spec). With no arguments, audits the bundled UCI Adult data with
-    configs/adult-nb.yaml.
-
-    With --baseline, only records new or worse than the baseline run count (exit 1); with
-    --waivers, waived records do not count until their waiver expires; pdtp.json then has a
-    'baseline' block.
+    Long only by its flag list (one parameter per flag, as typer declares them); the work is
+    :func:`check_pdtp_cli_flags`, :func:`mptool.api.operations.pdtp` and :func:`finish_pdtp`.
     """
     from mptool.api.operations import pdtp as run
     from mptool.api.operations import prepare_pdtp
