@@ -165,6 +165,26 @@ def test_decision_known_answer() -> None:
     assert runners == {"release": "round=2", "regularise": "alpha=3", "removal": "remove 4"}
 
 
+def test_a_temperature_alone_is_invertible_and_never_recommended(tmp_path: Path) -> None:
+    """q = softmax(ln p / t) gives p back as q^t renormalised: nothing is hidden, so mitigate lists it
+    (it does lower PDTP) but does not recommend it; rounding and top-k are not invertible."""
+    from mptool.privacy.release import is_invertible
+
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(4), size=200)
+    q = apply_policy(p, {"temperature": 5.0})
+    back = q**5.0 / (q**5.0).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(back, p, rtol=1e-9, atol=1e-12)
+    assert is_invertible({"temperature": 5.0})
+    assert not is_invertible({"temperature": 5.0, "round": 2}) and not is_invertible({"top_k": 1})
+    assert not is_invertible(None) and not is_invertible({"label_only": True})
+    csv, spec = small(tmp_path, "gaussian_nb")
+    table = api.mitigate(csv, spec, defences="release", jobs=1).table
+    temps = table[table["setting"].str.startswith("temperature")]
+    assert len(temps) == 3 and not temps["recommendable"].any()
+    assert table[table["setting"] == "round=2"]["recommendable"].all()
+
+
 def test_dp_family_skipped_with_a_note_when_diffprivlib_is_missing(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(api, "diffprivlib_problem", lambda: "diffprivlib cannot be imported (test)")
     csv, spec = small(tmp_path, "gaussian_nb")

@@ -41,7 +41,7 @@ from mptool.loo import LooRequest, RefitEngine, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.calibration import bin_probabilities
 from mptool.privacy.dtp import pdtp_of, summarize
-from mptool.privacy.release import apply_policy, describe
+from mptool.privacy.release import apply_policy, describe, is_invertible
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
 
@@ -77,11 +77,17 @@ MITIGATE_COLUMNS = {
     "change": "what differs from the spec (a release policy, a parameter, removals, a DP estimator)",
     "max_pdtp": "largest PDTP of the audited records (binned, released outputs; Long et al. 4.4, 5.2)",
     "mean_pdtp": "mean PDTP", "p95_pdtp": "95th percentile of PDTP",
-    "above_target": "records whose PDTP exceeds the target", "n_audited": "records audited",
+    "above_target": "records whose PDTP exceeds the target",
+    "bin_edge_only": "of those, records above it only by a bin-edge step (unbinned ratio within the target; "
+    "docs/bin-edges-and-noise.md)",
+    "max_pdtp_raw": "largest unbinned PDTP of the released outputs (what mptool pdtp --gate raw gates on)",
+    "n_audited": "records audited",
     "accuracy": "accuracy on the rows of the data outside T (argmax of the released vector)",
     "log_loss": "mean -ln of the released, binned probability of the true class on the rows outside T",
     "dtp_bound": "dp only: the theorem's DTP <= epsilon (over the training noise; Long et al. 4)",
-    "passes": "max_pdtp <= target", "recommendable": "the setting is a spec (removal changes the data)",
+    "passes": "max_pdtp <= target",
+    "recommendable": "the setting is a spec (removal changes the data) that hides something: a temperature alone "
+    "is invertible (p from q for a known t), so it lowers PDTP without weakening attacks and is never recommended",
     "engine": "leave-one-out engine", "fits": "model fits this setting took", "seconds": "wall time",
 }
 
@@ -238,9 +244,11 @@ def score(setting: Setting, trained: Trained, prep: Prepared, holdout: Any, targ
     return {
         "setting": setting.name, "family": setting.family, "change": setting.change,
         "max_pdtp": s["max"], "mean_pdtp": s["mean"], "p95_pdtp": s["p95"],
-        "above_target": s["violations"], "n_audited": s["n"], "accuracy": acc, "log_loss": loss,
+        "above_target": s["violations"], "bin_edge_only": s["violations_bin_edge"], "max_pdtp_raw": s["max_raw"],
+        "n_audited": s["n"], "accuracy": acc, "log_loss": loss,
         "dtp_bound": setting.dtp_bound if setting.dtp_bound is not None else float("nan"),
-        "passes": bool(s["max"] <= target), "recommendable": setting.spec is not None,
+        "passes": bool(s["max"] <= target),
+        "recommendable": setting.spec is not None and not is_invertible(policy),
         "engine": trained.engine, "fits": trained.fits, "seconds": round(seconds, 3),
     }
 
@@ -284,6 +292,10 @@ def plan_settings(prep: Prepared, options: MitigateOptions) -> tuple[list[Settin
     settings: list[Setting] = []
     if "release" in options.defences:
         settings += release_settings(spec, len(prep.classes))
+        notes.append(
+            "release: a temperature alone is listed, never recommended: it is invertible for a known t, so it "
+            "lowers PDTP (a log-ratio of released values) without weakening attacks on the model's logits"
+        )
     if "regularise" in options.defences:
         grid = regularise_settings(spec, cls_name, prep.choice.params)
         settings += grid
@@ -331,14 +343,32 @@ def sentence(table: pd.DataFrame, best: int | None, target: float, holdout_n: in
     base = table.iloc[0]
     if best is None:
         low = table.loc[table["max_pdtp"].idxmin()]
-        return (f"No setting keeps max PDTP within the target {target:g}; the lowest max PDTP is "
-                f"{low['max_pdtp']:.4f} "
-                f"({low['setting']}, {low['family']}); baseline {base['max_pdtp']:.4f}.")
+        passing = table[table["passes"]]
+        if len(passing):
+            names = ", ".join(f"{r['setting']} ({_why_not(r)})" for _, r in passing.iterrows())
+            text = (f"No recommendable setting keeps max PDTP within the target {target:g}; passing but not "
+                    f"recommended: {names}.")
+        else:
+            text = (f"No setting keeps max PDTP within the target {target:g}; the lowest max PDTP is "
+                    f"{low['max_pdtp']:.4f} ({low['setting']}, {low['family']}); baseline {base['max_pdtp']:.4f}.")
+        only_edge = (table["above_target"] == table["bin_edge_only"]) & (table["above_target"] > 0)
+        edge = table[~table["passes"] & only_edge]
+        if len(edge):
+            text += (f" {len(edge)} setting(s) fail only by bin-edge steps (e.g. {edge.iloc[0]['setting']}: every "
+                     "record above the target is above it only after binning; unbinned maxima in max_pdtp_raw).")
+        return text
     row = table.loc[best]
     return (f"Use {row['setting']} ({row['family']}): max PDTP {row['max_pdtp']:.4f}, within the target "
             f"{target:g}, with accuracy "
             f"{row['accuracy']:.4f} on {holdout_n:,} rows outside T (baseline: max PDTP {base['max_pdtp']:.4f}, "
             f"accuracy {base['accuracy']:.4f}).")
+
+
+def _why_not(row: pd.Series) -> str:
+    """Why a passing setting is not recommended."""
+    if row["family"] == "removal":
+        return "changes the data: reduce-dtp --write-clean"
+    return "invertible, hides nothing"
 
 
 def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,

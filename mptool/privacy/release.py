@@ -27,6 +27,14 @@ the predicted label unchanged and the binning cap ln((1 - b/2)/(b/2)) (5.29 for 
 when it flips the label; under ``top_k`` a class that enters or leaves the top k moves
 between its probability and 0. Rounding, like binning, can raise a record's PDTP (two
 probabilities either side of a rounding edge move apart) as well as lower it.
+
+A temperature alone hides nothing: it is a bijection of the probability vector for a known t
+(p_i is proportional to q_i^t), so an adversary who knows or estimates t undoes it, and
+attacks on the logit (LiRA, RMIA; for two classes logit q = logit p / t exactly) are not
+weakened. PDTP, a log-ratio of released values, still falls by about the factor t. So a
+temperature lowers the measure without lowering the risk: :func:`is_invertible` flags it, and
+``mptool mitigate`` lists it but never recommends it. Top-k, rounding and label-only do
+discard information (and binning at b, applied after any policy, discards some too).
 """
 
 from __future__ import annotations
@@ -85,6 +93,13 @@ def apply_policy(p: np.ndarray, policy: Any) -> np.ndarray:
     """``p`` as released under ``policy`` (None or no key set: ``p`` itself, unchanged)."""
     keys = policy_dict(policy)
     return release(p, **keys) if keys else np.asarray(p, dtype=float)
+
+
+def is_invertible(policy: Any) -> bool:
+    """True when ``policy`` only re-scales the output (a temperature and nothing else): the released
+    vector determines the model's own vector, so it lowers PDTP without hiding anything."""
+    keys = policy_dict(policy)
+    return set(keys) == {"temperature"}
 
 
 def describe(policy: Any) -> str:
