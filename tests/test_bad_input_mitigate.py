@@ -111,6 +111,7 @@ FLAG_CASES = {
     ),
     "mitigate-18 --queries with output.release (pdtp)": (None, "--queries measures the full probability vector; "
                                                          "it cannot be combined with output.release (remove one)"),
+    "mitigate-19 --gate not a scale": (["--gate", "Binned"], "--gate must be binned or raw (got 'Binned')"),
 }
 
 

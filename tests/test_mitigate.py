@@ -103,6 +103,7 @@ def cli_mitigate(tmp_path: Path, csv: Path, spec: Path, name: str, *extra: str):
 CASES = {
     "nb-all-families": ("gaussian_nb", {}, ()),
     "lr-sample": ("logistic_regression", {"C": 100.0}, ("--sample", "15", "--defences", "release,regularise")),
+    "nb-gate-raw": ("gaussian_nb", {}, ("--gate", "raw", "--defences", "release,regularise")),
 }
 
 
@@ -115,7 +116,8 @@ def test_recommended_spec_reaudits_to_the_claimed_max(tmp_path: Path, case: str)
     claim = json.loads((out / "mitigate.json").read_text())
     rec = claim["recommended"]
     assert (out / "recommended-spec.yaml").exists() and rec["spec_file"] == "recommended-spec.yaml"
-    sample = [a for i, a in enumerate(extra[:2]) if extra[0] == "--sample"]
+    sample = [a for i, a in enumerate(extra[:2]) if extra[0] in ("--sample", "--gate")]
+    assert " ".join(sample) in rec["command"]  # the re-audit command carries --sample / --gate raw
     again = run_cli("pdtp", csv, "--model", out / "recommended-spec.yaml", "--out", tmp_path / "re", "--jobs", "1",
                     *sample)
     audited = json.loads((tmp_path / "re" / "pdtp.json").read_text())["summary"]

@@ -43,6 +43,11 @@ def mitigate(
     sample: Annotated[
         int | None, typer.Option(help="Audit a seeded sample of K records of T (re-audit: mptool pdtp --sample K).")
     ] = None,
+    gate: Annotated[
+        str,
+        typer.Option(help="Scale a setting passes on: binned (the paper's binned PDTP) or raw (unbinned PDTP, which "
+                     "bin-edge steps do not trip; re-audit with mptool pdtp --gate raw)."),
+    ] = "binned",
     max_removals: Annotated[
         int | None, typer.Option(help="Removal budget of the removal family (reduce-dtp) [default: min(50, |T|/10)].")
     ] = None,
@@ -74,6 +79,7 @@ def mitigate(
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=None, allow_import=allow_import)
     flags.check_mitigate_flags(target=target, sample=sample, max_removals=max_removals, train_size=train_size)
     flags.check_defences(defences, DEFENCES)
+    flags.check_gate(gate)
     data_path, spec_path = resolve_inputs(data, model, "mitigate", quiet)
     backend = check_backend(backend, scheduler)
     spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed})
@@ -84,7 +90,7 @@ def mitigate(
         ui.warn(note)
     ui.info(f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}", quiet)
     result = run(
-        data_path, spec, defences=defences, target=target, sample=sample, max_removals=max_removals,
+        data_path, spec, defences=defences, target=target, sample=sample, max_removals=max_removals, gate=gate,
         jobs=jobs or None, backend=backend, scheduler=scheduler, allow_import=tuple(allow_import or ()),
         progress=lambda n, label: ui.progress(n, label, quiet), on_line=lambda line: ui.info(line, quiet),
         prepared=prep,
@@ -99,13 +105,15 @@ def finish_mitigate(result: Any, data_path: Path, out_dir: Path, quiet: bool) ->
     from mptool.outputs.formats import OutputFile, write_files
 
     sample = result.summary["sample"]  # also the default sample when the estimator has no exact engine
+    gate = result.summary["gate"]
     document = {**result.summary, "spec": result.spec.dumped(), "out": str(out_dir),
                 "settings": to_records(result.table)}
     files = [OutputFile("mitigate.csv", "csv", result.table)]
     if result.recommended is not None:
         document["recommended"] = {**document["recommended"], "spec_file": "recommended-spec.yaml",
-                                   "command": reaudit_command(data_path, out_dir, sample)}
-        files.append(OutputFile("recommended-spec.yaml", "text", recommended_yaml(result, data_path, out_dir, sample)))
+                                   "command": reaudit_command(data_path, out_dir, sample, gate)}
+        yaml_text = recommended_yaml(result, data_path, out_dir, sample, gate)
+        files.append(OutputFile("recommended-spec.yaml", "text", yaml_text))
     files.append(OutputFile("mitigate.json", "json", document))
     write_files(out_dir, files)
     print_summary(result, quiet)
@@ -118,18 +126,20 @@ def to_records(table: Any) -> list[dict[str, Any]]:
     return table.to_dict(orient="records")
 
 
-def reaudit_command(data_path: Path, out_dir: Path, sample: int | None) -> str:
+def reaudit_command(data_path: Path, out_dir: Path, sample: int | None, gate: str = "binned") -> str:
     """The ``mptool pdtp`` command that re-audits the recommendation to its claimed max PDTP."""
-    extra = f" --sample {sample}" if sample is not None else ""
+    extra = (f" --sample {sample}" if sample is not None else "") + (" --gate raw" if gate == "raw" else "")
     return f"mptool pdtp {data_path} --model {out_dir / 'recommended-spec.yaml'}{extra}"
 
 
-def recommended_yaml(result: Any, data_path: Path, out_dir: Path, sample: int | None) -> str:
+def recommended_yaml(result: Any, data_path: Path, out_dir: Path, sample: int | None, gate: str = "binned") -> str:
     """recommended-spec.yaml: a comment with the claim and the re-audit command, then the spec."""
     rec = result.summary["recommended"]
+    scale = "raw " if gate == "raw" else ""
     head = (f"# mptool mitigate: recommended setting '{rec['setting']}' ({rec['family']}): {rec['change']}\n"
-            f"# claimed max PDTP {float(rec['max_pdtp'])!r} (target {result.summary['target']:g}); re-audit with:\n"
-            f"#   {reaudit_command(data_path, out_dir, sample)}\n")
+            f"# claimed max {scale}PDTP {float(rec['max_pdtp'])!r} (target {result.summary['target']:g}); "
+            "re-audit with:\n"
+            f"#   {reaudit_command(data_path, out_dir, sample, gate)}\n")
     return head + result.recommended.to_yaml()
 
 
