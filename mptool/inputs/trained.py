@@ -15,6 +15,7 @@ in the file is refused, named, before anything is built.
 from __future__ import annotations
 
 import hashlib
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,10 @@ MPTOOL_TYPES = (
 )
 #: Module prefixes whose types are trusted without --allow-import.
 TRUSTED_PREFIXES = ("sklearn.",)
+#: Largest uncompressed size of a skops archive's members together (a zip bomb is refused before it is read).
+MAX_TRAINED_BYTES = 4 << 30
+#: Largest uncompressed schema.json (read whole into memory as JSON by skops).
+MAX_SCHEMA_BYTES = 256 << 20
 #: Largest |p_artefact - p_A(T)| over T and classes accepted as "the same model" (refits agree to ~1e-12).
 TRAINED_TOLERANCE = 1e-6
 
@@ -46,15 +51,58 @@ class TrainedModel:
     sha256: str
 
 
+def _sklearn_class(name: str) -> bool:
+    """Whether ``name`` is a class defined in scikit-learn at exactly that path.
+
+    The skops file names each type as module and attribute, and skops resolves it with
+    ``getattr(import_module(module), attribute)``; a prefix test alone would trust
+    ``sklearn.utils._testing.check_output`` (subprocess's function, imported there) or any
+    other object a scikit-learn module imports. Only a class whose own module and name are
+    ``name`` is trusted; functions, modules and re-exported objects are not.
+    """
+    import importlib
+
+    module, _, attr = name.rpartition(".")
+    if not name.startswith(TRUSTED_PREFIXES) or not module or not attr:
+        return False
+    try:
+        obj = getattr(importlib.import_module(module), attr, None)
+    except Exception:  # noqa: BLE001 - a forged module path fails to import in many ways
+        return False
+    return isinstance(obj, type) and f"{obj.__module__}.{obj.__qualname__}" == name
+
+
 def _trusted(name: str, allow_imports: tuple[str, ...]) -> bool:
-    if name in MPTOOL_TYPES or name.startswith(TRUSTED_PREFIXES):
+    if name in MPTOOL_TYPES or _sklearn_class(name):
         return True
     return any(name == m or name.startswith(m + ".") for m in allow_imports)
+
+
+def _check_archive_sizes(path: Path) -> None:
+    """InputError when the archive's members would unpack to more than the caps (a zip bomb).
+
+    Python's zip reader stops each member at its recorded size, so the recorded sizes bound
+    what skops can unpack.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read it as a skops file ({exc.__class__.__name__})") from None
+    total = sum(i.file_size for i in infos)
+    schema = sum(i.file_size for i in infos if i.filename == "schema.json")
+    if total > MAX_TRAINED_BYTES or schema > MAX_SCHEMA_BYTES:
+        raise InputError(
+            f"{path}: the skops archive unpacks to {total:,} bytes (schema.json {schema:,}); at most "
+            f"{MAX_TRAINED_BYTES:,} (schema.json {MAX_SCHEMA_BYTES:,}) are read: is it a zip bomb?"
+        )
 
 
 def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> TrainedModel:
     """Load a skops file, trusting only scikit-learn, mptool and ``allow_imports`` types; InputError otherwise."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # a pipe blocks the read, a device like /dev/zero never ends
+        raise InputError(f"{path}: --trained is not a regular file (a pipe, device, socket or directory)")
     if not path.is_file():
         raise InputError(f"{path}: --trained model file not found; save the model with skops.io.dump")
     try:
@@ -66,6 +114,7 @@ def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> Train
             f"{path}: not a skops file (a zip archive); mptool never loads pickle or joblib files, "
             "which can run code: save the model with skops.io.dump"
         )
+    _check_archive_sizes(path)
     try:
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as exc:  # noqa: BLE001 - a damaged archive raises many types
@@ -103,7 +152,11 @@ def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: 
             f"({ui.listing(classes.tolist(), 5)}); it was not trained on this label"
         )
     try:
-        p = np.asarray(trained.model.predict_proba(X), dtype=float)
+        with warnings.catch_warnings():  # e.g. "X has feature names, but ... was fitted without": the error says it
+            warnings.simplefilter("ignore")
+            p = np.asarray(trained.model.predict_proba(X), dtype=float)
+        if p.shape != (len(rows), len(seen)):
+            raise ValueError(f"predict_proba gave shape {p.shape}, expected {(len(rows), len(seen))}")
     except Exception as exc:  # noqa: BLE001 - a model for other columns fails in many ways
         detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(
