@@ -88,6 +88,8 @@ def _refuse_constant(name: str) -> Any:
 
 def _read_json(path: Path, flag: str) -> Any:
     try:
+        if path.exists() and not path.is_file():  # a pipe blocks the read, a device like /dev/zero never ends
+            raise InputError(f"{path}: {flag} is not a regular file (a pipe, device or socket)")
         size = path.stat().st_size
         if size > MAX_RUN_BYTES:
             raise InputError(f"{path}: {flag} is {size:,} bytes; at most {MAX_RUN_BYTES:,} are read")
@@ -232,6 +234,8 @@ def load_waivers(path: str | Path) -> list[Waiver]:
     """The waivers of a YAML file (module docstring); InputError naming the file and entry if not clearly valid."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_file():  # a pipe blocks the read, a device like /dev/zero never ends
+            raise InputError(f"{path}: the waiver file is not a regular file (a directory, pipe, device or socket)")
         size = path.stat().st_size
         if size > MAX_WAIVER_BYTES:
             raise InputError(f"{path}: the waiver file is {size:,} bytes; at most {MAX_WAIVER_BYTES:,}")

@@ -187,6 +187,10 @@ def check_path(path: Path) -> None:
         raise InputError(f"{path}: data file not found; pass the path of a CSV or Parquet file")
     if path.is_dir():
         raise InputError(f"{path}: is a directory; pass the path of a CSV or Parquet file")
+    if not path.is_file():  # a pipe would block the read forever, a device like /dev/zero fill the memory
+        raise InputError(
+            f"{path}: not a regular file (a pipe, device or socket); save the data to a file and pass its path"
+        )
 
 
 def read_csv(

@@ -194,7 +194,8 @@ def check_trained(path: object | None, flag: str = "--trained") -> None:
     if path is None:
         return
     if not os.path.isfile(str(path)):
-        what = "is a folder" if os.path.isdir(str(path)) else "not found"
+        what = ("is a folder" if os.path.isdir(str(path)) else "not a regular file (a pipe, device or socket)"
+                if os.path.exists(str(path)) else "not found")
         raise InputError(f"{flag} {path}: {what}; give the model file saved with skops.io.dump")
 
 

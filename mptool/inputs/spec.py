@@ -27,6 +27,7 @@ import hashlib
 import json
 import math
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -666,7 +667,10 @@ def parse_spec(raw: Any, where: str = "spec", overrides: dict[str, Any] | None =
 def read_spec_text(path: Path) -> str:
     """The text of a spec file, at most ``MAX_SPEC_BYTES`` (checked before reading), or InputError."""
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        if stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode):  # open() would wait for a writer forever
+            raise InputError(f"{path}: not a regular file (a pipe or socket); pass a YAML spec file to --model")
+        size = info.st_size
         if size > MAX_SPEC_BYTES:
             raise InputError(f"{path}: the spec is {size:,} bytes; a spec may be at most {MAX_SPEC_BYTES:,}")
         with open(path, "rb") as fh:
