@@ -106,8 +106,12 @@ def sniff_read(path: Path) -> Sniffed:
     if not whole and len(lines) > 1:
         lines = lines[:-1]  # the last line may be cut
     lines = [ln for ln in lines[:2000] if ln.strip()]
-    sep = _separator(lines)
-    rows = _rows(lines, sep)
+    try:
+        sep = _separator(lines)
+        rows = _rows(lines, sep)
+    except csv.Error as exc:  # e.g. a cell longer than the csv module's field limit (128 KiB): not a table
+        detail = ui.excerpt(exc, 80)
+        raise InputError(f"{path}: cannot read the first {SNIFF_BYTES:,} bytes as CSV ({detail})") from None
     cells = [c for r in rows[1:] for c in r[1:]]
     skip = bool(cells) and sum(c.startswith(" ") for c in cells) > 0.5 * len(cells)
     first = [c.strip() if skip else c for c in rows[0]]
