@@ -1,0 +1,162 @@
+"""Red-team pass over the issue 15 inputs (data.read, init, check, --trained): exit 2, one line, nothing written.
+
+Rows red2-1 .. of docs/bad-input.md, section "red2". Each case builds its files in a fresh
+directory and returns the arguments and the fragments the one error line must hold.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_cli
+from test_bad_input import good_csv, good_spec, pdtp_args, snapshot
+
+
+def _fifo(d: Path, name: str) -> Path:
+    path = d / name
+    os.mkfifo(path)
+    return path
+
+
+def data_is_a_fifo(d: Path):
+    return pdtp_args(d, _fifo(d, "d.csv"), good_spec(d)), ["d.csv", "not a regular file"]
+
+
+def init_on_a_fifo(d: Path):
+    return ["init", str(_fifo(d, "d.csv"))], ["d.csv", "not a regular file"]
+
+
+def data_is_dev_zero(d: Path):
+    return ["init", "/dev/zero"], ["/dev/zero", "not a regular file"]
+
+
+def spec_is_a_fifo(d: Path):
+    return ["check", str(good_csv(d)), "--model", str(_fifo(d, "s.yaml"))], ["s.yaml", "not a regular file"]
+
+
+def baseline_is_dev_zero(d: Path):
+    return pdtp_args(d, good_csv(d), good_spec(d), "--baseline", "/dev/zero"), ["--baseline", "not a regular file"]
+
+
+def waivers_is_a_fifo(d: Path):
+    fifo = _fifo(d, "w.yaml")
+    return pdtp_args(d, good_csv(d), good_spec(d), "--waivers", str(fifo)), ["w.yaml", "not a regular file"]
+
+
+def trained_is_a_fifo(d: Path):
+    fifo = _fifo(d, "m.skops")
+    return pdtp_args(d, good_csv(d), good_spec(d), "--trained", str(fifo)), ["--trained", "not a regular file"]
+
+
+def init_first_line_longer_than_a_csv_field(d: Path):
+    path = d / "d.csv"
+    path.write_text("a" * 200_000 + "\n")
+    return ["init", str(path)], ["d.csv", "cannot read the first", "as CSV", "field limit"]
+
+
+def _forged_function_model(d: Path, module: str, name: str) -> Path:
+    """A skops pipeline whose FunctionTransformer names ``module.name`` (schema.json edited, as an attacker would)."""
+    import skops.io as sio
+    from sklearn.dummy import DummyClassifier
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import FunctionTransformer
+    from sklearn.utils.validation import check_array
+
+    (d / "pwn").mkdir()
+    step = FunctionTransformer(check_array, kw_args={"executable": "/usr/bin/touch", "cwd": str(d / "pwn")})
+    pipe = Pipeline([("ft", step), ("clf", DummyClassifier().fit(np.zeros((4, 1)), ["no", "yes"] * 2))])
+    plain = d / "plain.skops"
+    sio.dump(pipe, plain)
+    with zipfile.ZipFile(plain) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    plain.unlink()
+    schema = members["schema.json"].decode()
+    forged = schema.replace('"check_array"', f'"{name}"').replace('"sklearn.utils.validation"', f'"{module}"')
+    assert forged != schema
+    path = d / "model.skops"
+    with zipfile.ZipFile(path, "w") as z:
+        for n, blob in members.items():
+            z.writestr(n, forged.encode() if n == "schema.json" else blob)
+    return path
+
+
+def trained_function_reexported_by_sklearn(d: Path):
+    # subprocess.check_output, reachable as sklearn.utils._testing.check_output: a name with the sklearn prefix
+    model = _forged_function_model(d, "sklearn.utils._testing", "check_output")
+    return pdtp_args(d, good_csv(d), good_spec(d, "logistic_regression"), "--trained", str(model)), [
+        "does not trust", "sklearn.utils._testing.check_output"]
+
+
+def trained_zip_bomb(d: Path):
+    path = d / "model.skops"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z, z.open("schema.json", "w") as fh:
+        block = b" " * (1 << 20)
+        for _ in range(300):  # 300 MiB of spaces, about 300 KiB on disk
+            fh.write(block)
+    return pdtp_args(d, good_csv(d), good_spec(d), "--trained", str(path)), ["model.skops", "zip bomb"]
+
+
+def trained_model_fitted_without_names(d: Path):
+    import skops.io as sio
+    from sklearn.linear_model import LogisticRegression
+
+    frame = __import__("pandas").read_csv(good_csv(d))
+    sio.dump(LogisticRegression().fit(frame[["x1", "x2"]].to_numpy(), frame["label"]), d / "model.skops")
+    return pdtp_args(d, good_csv(d), good_spec(d, "logistic_regression"), "--trained", str(d / "model.skops")), [
+        "cannot predict T's records", "spec's feature columns"]
+
+
+CASES = [
+    data_is_a_fifo, init_on_a_fifo, data_is_dev_zero, spec_is_a_fifo, baseline_is_dev_zero,
+    waivers_is_a_fifo, trained_is_a_fifo, init_first_line_longer_than_a_csv_field,
+    trained_function_reexported_by_sklearn, trained_zip_bomb, trained_model_fitted_without_names,
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.__name__ for c in CASES])
+def test_bad_input_exits_2_with_one_clear_line(tmp_path: Path, case) -> None:
+    args, fragments = case(tmp_path)
+    before = snapshot(tmp_path)
+    res = run_cli(*args)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.code == 2, res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    assert len(lines) == 1 and lines[0].startswith("mptool: error:"), res.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
+    assert not list((tmp_path / "pwn").glob("*")) if (tmp_path / "pwn").exists() else True
+
+
+def test_trusted_names_are_classes_defined_in_sklearn() -> None:
+    """The types real pipelines hold load; functions and objects a sklearn module imports do not."""
+    from mptool.inputs.trained import _trusted
+
+    for name in ("sklearn.tree._tree.Tree", "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
+                 "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+                 "mptool.inputs.models.DomainEncoder"):
+        assert _trusted(name, ()), name
+    for name in ("sklearn.utils._testing.check_output", "sklearn.datasets._base.os", "sklearn.datasets._lfw.remove",
+                 "sklearn.utils.validation.check_array", "sklearn.pipeline.Pipeline.predict", "sklearn.nope.X"):
+        assert not _trusted(name, ()), name
+    assert _trusted("sklearn.utils.validation.check_array", ("sklearn.utils.validation",))
+
+
+def test_trained_model_of_wrong_probability_shape_is_input_error() -> None:
+    """predict_proba of another shape than (|T|, classes) is refused (exit 2), not an internal error."""
+    from mptool.inputs.trained import TrainedModel, compare_to_spec
+    from mptool.runtime.errors import InputError
+
+    class Odd:
+        classes_ = np.array(["no", "yes"])
+
+        def predict_proba(self, X):
+            return np.zeros((0, 2))
+
+    with pytest.raises(InputError, match="cannot predict T's records"):
+        compare_to_spec(TrainedModel(Odd(), "m.skops", ""), np.zeros((3, 1)), np.array(["no", "yes"]),
+                        np.full((3, 2), 0.5), np.arange(3))
