@@ -26,6 +26,8 @@ from mptool.runtime.errors import InputError
 MAX_CATEGORIES = 1000
 #: The category that stands for an empty cell under ``missing: impute``.
 MISSING_CATEGORY = "<missing>"
+#: Largest magnitude of a numeric cell: its square (feature scaling, variances) stays finite.
+MAX_ABS_VALUE = 1e100
 #: A numeric label with more distinct values than this, not all whole numbers, is refused as continuous.
 MAX_LABEL_VALUES = 50
 
@@ -139,6 +141,24 @@ def _check_gzip(path: Path) -> None:
         raise InputError(f"{path}: the gzip file is damaged or truncated ({detail}); copy it again") from None
 
 
+#: Longest first line of a CSV: a file without a line break (zeros, a binary file) is not read whole into memory.
+MAX_FIRST_LINE_BYTES = 16 << 20
+
+
+def _check_first_line(path: Path) -> None:
+    """InputError unless a line break comes within the first ``MAX_FIRST_LINE_BYTES`` (decompressed) bytes."""
+    try:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:
+            head = fh.read(MAX_FIRST_LINE_BYTES)
+    except (OSError, EOFError):
+        return  # a damaged .gz or unreadable file is reported by the read itself
+    if len(head) == MAX_FIRST_LINE_BYTES and b"\n" not in head and b"\r" not in head:
+        raise InputError(
+            f"{path}: no line break in the first {MAX_FIRST_LINE_BYTES:,} bytes; a CSV has a header row and "
+            "one line per record (is it a binary or compressed file without .gz?)"
+        )
+
+
 #: Cell texts read as missing unless the spec says otherwise (``data.missing_values``): the empty cell only.
 DEFAULT_MISSING = ("",)
 #: Cell texts that often mean "missing"; a numeric-looking column holding them is reported (never silently).
@@ -208,6 +228,7 @@ def read_csv(
     check_path(path)
     if is_parquet(path):
         return read_parquet(path, missing)
+    _check_first_line(path)
     if path.suffix == ".gz":
         _check_gzip(path)
     names = _header_names(path, read)
@@ -273,7 +294,11 @@ def read_parquet(path: Path, missing: tuple[str, ...] | list[str] = DEFAULT_MISS
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         raise InputError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
     try:
-        df = pq.read_table(path).to_pandas()
+        table = pq.read_table(path)
+        _plain_parquet_types(path, table.schema)
+        df = table.to_pandas()
+    except InputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a damaged file
         detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(
@@ -281,6 +306,24 @@ def read_parquet(path: Path, missing: tuple[str, ...] | list[str] = DEFAULT_MISS
         ) from None
     df = frame_columns(df, str(path), empty=f"{path}: the file has no data rows")
     return _frame_markers(df, list(missing))
+
+
+def _plain_parquet_types(path: Path, schema: Any) -> None:
+    """InputError for a column whose cells are not one plain value (list, struct, map, union, binary).
+
+    Such cells become arrays, dicts or bytes in pandas: they cannot be hashed into categories,
+    bytes are not text, and a long array's text elides its middle (two lists, one category).
+    """
+    import pyarrow as pa
+
+    for field_ in schema:
+        t = field_.type.value_type if pa.types.is_dictionary(field_.type) else field_.type
+        if pa.types.is_nested(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t) \
+                or pa.types.is_fixed_size_binary(t):
+            raise InputError(
+                f"{path}: column {ui.quoted(field_.name)} has Parquet type {ui.excerpt(t, 60)}; mptool reads "
+                "columns of numbers, text, true/false and dates: store it as one of those or write the file without it"
+            )
 
 
 def _first_row(mask: pd.Series) -> int:
@@ -486,6 +529,13 @@ def _numeric_column(name: str, s: pd.Series, where: str, why: str) -> tuple[Colu
     if inf.any():
         row = int(vals.index[inf.nonzero()[0][0]])
         raise InputError(f"{where}: column '{name}' has an infinite value at row {row}; replace it")
+    huge = np.abs(vals.to_numpy()) > MAX_ABS_VALUE
+    if huge.any():  # scaling squares it: 1e308 overflows to inf and the fit fails with a misleading NaN error
+        row = int(vals.index[huge.nonzero()[0][0]])
+        raise InputError(
+            f"{where}: column '{name}' has a value of magnitude above {MAX_ABS_VALUE:g} at row {row}, too large to "
+            "compute with; rescale the column or add it to data.drop"
+        )
     uniq = np.unique(vals.dropna().to_numpy())
     col = Column(
         name,
