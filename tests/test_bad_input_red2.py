@@ -110,7 +110,45 @@ def trained_model_fitted_without_names(d: Path):
         "cannot predict T's records", "spec's feature columns"]
 
 
+def _parquet_with(d: Path, **columns) -> Path:
+    frame = __import__("pandas").read_csv(good_csv(d)).assign(**columns)
+    path = d / "d.parquet"
+    frame.to_parquet(path)
+    (d / "d.csv").unlink()
+    return path
+
+
+def parquet_list_column(d: Path):
+    path = _parquet_with(d, lst=[[1, 2]] * 30)
+    return pdtp_args(d, path, good_spec(d)), ["d.parquet", "column 'lst' has Parquet type list"]
+
+
+def init_parquet_struct_column(d: Path):
+    path = _parquet_with(d, nested=[{"a": 1, "b": "x"}] * 30)
+    return ["init", str(path)], ["d.parquet", "column 'nested' has Parquet type struct"]
+
+
+def parquet_binary_column(d: Path):
+    path = _parquet_with(d, raw=[b"\x00\xff"] * 30)
+    return pdtp_args(d, path, good_spec(d)), ["d.parquet", "column 'raw' has Parquet type binary"]
+
+
+def value_too_large(d: Path):
+    frame = __import__("pandas").read_csv(good_csv(d))
+    frame.loc[4, "x1"] = 1e308
+    return pdtp_args(d, good_csv(d, frame), good_spec(d, "logistic_regression")), [
+        "d.csv", "column 'x1'", "magnitude above 1e+100 at row 4"]
+
+
+def no_line_break(d: Path):
+    path = d / "d.csv"
+    with open(path, "wb") as fh:
+        fh.truncate(20 << 20)  # 20 MiB of zero bytes (sparse): read whole, it filled the memory
+    return pdtp_args(d, path, good_spec(d)), ["d.csv", "no line break in the first 16,777,216 bytes"]
+
+
 CASES = [
+    parquet_list_column, init_parquet_struct_column, parquet_binary_column, value_too_large, no_line_break,
     data_is_a_fifo, init_on_a_fifo, data_is_dev_zero, spec_is_a_fifo, baseline_is_dev_zero,
     waivers_is_a_fifo, trained_is_a_fifo, init_first_line_longer_than_a_csv_field,
     trained_function_reexported_by_sklearn, trained_zip_bomb, trained_model_fitted_without_names,
