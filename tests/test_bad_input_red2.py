@@ -198,3 +198,39 @@ def test_trained_model_of_wrong_probability_shape_is_input_error() -> None:
     with pytest.raises(InputError, match="cannot predict T's records"):
         compare_to_spec(TrainedModel(Odd(), "m.skops", ""), np.zeros((3, 1)), np.array(["no", "yes"]),
                         np.full((3, 2), 0.5), np.arange(3))
+
+
+@pytest.mark.parametrize("kind", ["timestamp", "decimal"])
+def test_parquet_timestamp_or_decimal_id_in_json_records(tmp_path: Path, kind: str) -> None:
+    """A Parquet id of dates or decimals is written to pdtp.json as text (it was exit 3: not JSON serializable)."""
+    import decimal
+    import json
+
+    import pandas as pd
+
+    frame = pd.read_csv(good_csv(tmp_path))
+    frame["rid"] = (pd.date_range("2020-01-01", periods=30) if kind == "timestamp"
+                    else [decimal.Decimal(i) / 4 for i in range(30)])
+    frame.to_parquet(tmp_path / "d.parquet")
+    spec = good_spec(tmp_path, data={"id": "rid"})
+    res = run_cli(*pdtp_args(tmp_path, tmp_path / "d.parquet", spec, "--json-records", "--quiet"))
+    assert res.code in (0, 1), res.stderr
+    ids = [r["id"] for r in json.loads((tmp_path / "out" / "pdtp.json").read_text())["records"]]
+    assert len(set(ids)) == 30 and all(isinstance(i, str) for i in ids)
+    assert ids[0] in ("2020-01-01T00:00:00", "0.00")
+
+
+def test_json_of_dates_decimals_and_missing() -> None:
+    """Dates, decimals, NaT and NA become JSON text or null, never a TypeError."""
+    import datetime as dt
+    import decimal
+    import json
+
+    import pandas as pd
+
+    from mptool.outputs.formats import to_json
+
+    doc = json.loads(to_json({"a": pd.Timestamp("2020-01-02"), "b": dt.date(2020, 1, 3), "c": decimal.Decimal("1.5"),
+                              "d": pd.NaT, "e": pd.NA, "f": np.datetime64("2020-01-04"), "g": np.datetime64("NaT")}))
+    assert doc == {"a": "2020-01-02T00:00:00", "b": "2020-01-03", "c": "1.5", "d": None, "e": None,
+                   "f": "2020-01-04", "g": None}

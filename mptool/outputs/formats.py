@@ -23,6 +23,8 @@ Adding a format (Parquet, say) is one renderer and one entry in :data:`FORMATS`.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -41,19 +43,26 @@ CSV_FLOAT_FORMAT = "%.12g"
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON values: NumPy scalars and arrays unpacked, paths as text, NaN/inf as None."""
+    """``value`` as plain JSON values: NumPy scalars and arrays unpacked, paths, decimals and dates as text,
+    NaN/inf/NaT/NA as None."""
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     if isinstance(value, np.ndarray):
         return [jsonable(v) for v in value.tolist()]
+    if value is pd.NaT or value is pd.NA:
+        return None
+    if isinstance(value, np.datetime64 | np.timedelta64):
+        return None if np.isnat(value) else str(value)
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if isinstance(value, Path):
+    if isinstance(value, Path | decimal.Decimal | dt.timedelta):
         return str(value)
+    if isinstance(value, dt.date | dt.time):  # a Parquet date or timestamp id or label (pd.Timestamp too)
+        return value.isoformat()
     return value
 
 
