@@ -147,7 +147,16 @@ def no_line_break(d: Path):
     return pdtp_args(d, path, good_spec(d)), ["d.csv", "no line break in the first 16,777,216 bytes"]
 
 
+def xz_compressed(d: Path):
+    import lzma
+
+    path = d / "d.csv.xz"
+    path.write_bytes(lzma.compress(b"\0" * (8 << 20)))  # pandas unpacked it whole, unchecked
+    return pdtp_args(d, path, good_spec(d)), ["d.csv.xz", "compressed as .xz", "gzip"]
+
+
 CASES = [
+    xz_compressed,
     parquet_list_column, init_parquet_struct_column, parquet_binary_column, value_too_large, no_line_break,
     data_is_a_fifo, init_on_a_fifo, data_is_dev_zero, spec_is_a_fifo, baseline_is_dev_zero,
     waivers_is_a_fifo, trained_is_a_fifo, init_first_line_longer_than_a_csv_field,

@@ -168,6 +168,8 @@ LIKELY_MARKERS = frozenset(
 _LIKELY_MARKERS = LIKELY_MARKERS
 #: File name endings read as Parquet (everything else is CSV text, gzip-compressed when it ends in .gz).
 PARQUET_SUFFIXES = (".parquet", ".pq")
+#: Compressed-file endings pandas would read by itself; only gzip is checked and documented, so these are refused.
+_OTHER_COMPRESSIONS = (".bz2", ".xz", ".lzma", ".zip", ".zst", ".tar", ".7z")
 #: Separators a one-column read is checked for (the hint names ``data.read.separator``).
 _OTHER_SEPARATORS = ((";", "semicolons", "';'"), ("\t", "tabs", '"\\t"'), ("|", "pipes", "'|'"))
 _NUMBER = re.compile(r"^[-+]?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)(?:[eE][-+]?[0-9]+)?$")
@@ -210,6 +212,12 @@ def check_path(path: Path) -> None:
     if not path.is_file():  # a pipe would block the read forever, a device like /dev/zero fill the memory
         raise InputError(
             f"{path}: not a regular file (a pipe, device or socket); save the data to a file and pass its path"
+        )
+    other = [ext for ext in _OTHER_COMPRESSIONS if path.name.lower().endswith(ext)]
+    if other:  # pandas would decompress it whole into memory, unchecked (a 30 KB .xz holds 200 MB of zeros)
+        raise InputError(
+            f"{path}: compressed as {other[0]}; mptool reads .csv, .csv.gz and Parquet: decompress the file "
+            "or compress it with gzip"
         )
 
 
