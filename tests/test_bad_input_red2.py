@@ -243,3 +243,17 @@ def test_json_of_dates_decimals_and_missing() -> None:
                               "d": pd.NaT, "e": pd.NA, "f": np.datetime64("2020-01-04"), "g": np.datetime64("NaT")}))
     assert doc == {"a": "2020-01-02T00:00:00", "b": "2020-01-03", "c": "1.5", "d": None, "e": None,
                    "f": "2020-01-04", "g": None}
+
+
+def test_numpy_warnings_do_not_add_lines_in_a_real_process(tmp_path: Path) -> None:
+    """In a real process (not pytest's warning capture) a refused run still prints one stderr line."""
+    import subprocess
+    import sys
+
+    csv = tmp_path / "d.csv"
+    csv.write_text("f0,label\n" + "0,p\n0,q\n" * 3)  # GaussianNB: zero variance, numpy divides by zero
+    args = pdtp_args(tmp_path, csv, good_spec(tmp_path), "--quiet")
+    res = subprocess.run([sys.executable, "-m", "mptool", *args], capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("mptool: error:"), res.stderr
+    assert "non-finite probabilities" in lines[0]

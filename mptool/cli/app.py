@@ -7,6 +7,7 @@ code. :mod:`mptool.cli.main` maps exceptions to exit codes.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -77,6 +78,8 @@ def _root(
 ) -> None:
     """Membership-privacy audit for machine-learning classifiers."""
     state["debug"] = debug
+    if not debug:  # numpy's overflow/divide warnings print two lines each; mptool's own checks name the cause
+        warnings.simplefilter("ignore", RuntimeWarning)
 
 
 def parse_rows(text: str | None) -> list[int] | None:
