@@ -257,3 +257,16 @@ def test_numpy_warnings_do_not_add_lines_in_a_real_process(tmp_path: Path) -> No
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("mptool: error:"), res.stderr
     assert "non-finite probabilities" in lines[0]
+
+
+def test_init_next_commands_quote_the_path(tmp_path: Path) -> None:
+    """The 'next:' commands are pasted into a shell: a file name with ';' stays one quoted word."""
+    import shlex
+
+    csv = good_csv(tmp_path, name="x.csv; touch PWNED #.csv")
+    res = run_cli("init", str(csv))
+    assert res.code == 0, res.stderr
+    line = next(ln for ln in res.stderr.splitlines() if ln.startswith("next:"))
+    assert f"mptool check {shlex.quote(str(csv))} --model spec.yaml" in line
+    words = shlex.split(line.split("then mptool pdtp ", 1)[1])
+    assert words == [str(csv), "--model", "spec.yaml"]

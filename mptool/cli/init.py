@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -85,6 +86,7 @@ def init(
     sys.stdout.flush()
     for note in st.notes:
         ui.info(f"note: {note}")
-    ui.info(f"next: mptool init {data} > spec.yaml (review it), then mptool check {data} --model spec.yaml, "
-            f"then mptool pdtp {data} --model spec.yaml")
+    arg = shlex.quote(str(data))  # the commands are copied into a shell: a name like 'x.csv; rm ...' stays one word
+    ui.info(f"next: mptool init {arg} > spec.yaml (review it), then mptool check {arg} --model spec.yaml, "
+            f"then mptool pdtp {arg} --model spec.yaml")
     return EXIT_OK
