@@ -270,3 +270,13 @@ def test_init_next_commands_quote_the_path(tmp_path: Path) -> None:
     assert f"mptool check {shlex.quote(str(csv))} --model spec.yaml" in line
     words = shlex.split(line.split("then mptool pdtp ", 1)[1])
     assert words == [str(csv), "--model", "spec.yaml"]
+
+
+def test_records_that_pass_never_print_a_bare_dtp1_holds(tmp_path: Path) -> None:
+    """--records 29 checks one record of T: passing it does not establish DTP-1 for T."""
+    res = run_cli(*pdtp_args(tmp_path, good_csv(tmp_path), good_spec(tmp_path), "--records", "29",
+                             "--threshold", "100", "--quiet"))
+    assert res.code == 0, res.stderr
+    assert "DTP-1 holds" not in res.stdout
+    assert res.stdout.startswith("DTP-1 not established (no violation among the 1 records given with --records, "
+                                 "of 30 in T; audit every record for a verdict)")

@@ -95,7 +95,8 @@ def qualified_verdict(summary: dict, line: str) -> str:
     """The verdict line said for what it covers: a ``--fail-fast`` stop or a ``--sample`` (else ``line``).
 
     A stop at a confirmed violator is an exact "VIOLATED"; a sample that passes never says
-    "DTP-1 holds": it gives the 95% upper bound on the fraction of T above the threshold.
+    "DTP-1 holds": it gives the 95% upper bound on the fraction of T above the threshold; nor
+    do records chosen with ``--records`` that pass (no bound: they were not drawn at random).
     """
     stopped, sample = summary.get("stopped"), summary.get("sample")
     if stopped:
@@ -106,7 +107,15 @@ def qualified_verdict(summary: dict, line: str) -> str:
             1,
         )
     if not sample or sample["k"] >= sample["n_train"]:
-        return line
+        n, n_train = summary.get("n", 0), summary.get("n_train", 0)
+        if summary["verdict"] == "fail" or n >= n_train:
+            return line
+        return line.replace(  # --records: a few chosen records say nothing about the rest of T
+            "DTP-1 holds",
+            f"DTP-1 not established (no violation among the {n} records given with --records, of {n_train} in T; "
+            "audit every record for a verdict)",
+            1,
+        )
     bound = f"with 95% confidence at most {_percent(sample['fraction_upper_95'])} of T is above the threshold"
     if summary["verdict"] == "fail":
         return f"{line}; sample of {sample['k']} of {sample['n_train']} records: {bound}"
