@@ -155,7 +155,17 @@ def xz_compressed(d: Path):
     return pdtp_args(d, path, good_spec(d)), ["d.csv.xz", "compressed as .xz", "gzip"]
 
 
+def header_list_with_control_character(d: Path):
+    csv = d / "d.csv"
+    csv.write_text("red,1.5,yes\nblue,2.0,no\nred,0.5,no\nblue,1.0,yes\n")
+    spec = d / "s.yaml"
+    spec.write_text('data:\n  label: label\n  read: {header: ["\\e[31mcolor", x1, label]}\n'
+                    'model:\n  estimator: gaussian_nb\n')
+    return pdtp_args(d, csv, spec), ["data.read.header names column '\\x1b[31mcolor'", "no control characters"]
+
+
 CASES = [
+    header_list_with_control_character,
     xz_compressed,
     parquet_list_column, init_parquet_struct_column, parquet_binary_column, value_too_large, no_line_break,
     data_is_a_fifo, init_on_a_fifo, data_is_dev_zero, spec_is_a_fifo, baseline_is_dev_zero,

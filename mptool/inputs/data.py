@@ -276,6 +276,10 @@ def _header_names(path: Path, read: ReadSpec) -> list[str]:
             raise InputError(
                 f"{path}: data.read.header names {len(read.header)} columns but the first line has {len(cells)}"
             )
+        bad = [n for n in read.header if not n.strip() or ui.has_unsafe(n)]
+        if bad:  # the same rule as names read from a header row
+            raise InputError(f"{path}: data.read.header names column {ui.quoted(bad[0])}: a column name is "
+                             "non-empty and has no control characters; rename it")
         return list(read.header)
     numeric = [i for i, c in enumerate(cells) if looks_numeric(c)]
     if read.header is None and numeric:
