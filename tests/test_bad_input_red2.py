@@ -290,3 +290,26 @@ def test_records_that_pass_never_print_a_bare_dtp1_holds(tmp_path: Path) -> None
     assert "DTP-1 holds" not in res.stdout
     assert res.stdout.startswith("DTP-1 not established (no violation among the 1 records given with --records, "
                                  "of 30 in T; audit every record for a verdict)")
+
+
+def test_trained_model_of_another_sklearn_version_is_one_warning_line(tmp_path: Path) -> None:
+    """scikit-learn's InconsistentVersionWarning (three lines per estimator) becomes one mptool warning."""
+    import sklearn
+    import skops.io as sio
+
+    from mptool.inputs.prepare import fit_checked, prepare
+    from mptool.inputs.spec import load_spec
+
+    csv, spec = good_csv(tmp_path), good_spec(tmp_path, "logistic_regression")
+    prep = prepare(csv, load_spec(spec))
+    sio.dump(fit_checked(prep.template, prep.train), tmp_path / "plain.skops")
+    with zipfile.ZipFile(tmp_path / "plain.skops") as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    schema = members["schema.json"].decode().replace(f'\\"{sklearn.__version__}\\"', '\\"0.24.0\\"')
+    with zipfile.ZipFile(tmp_path / "model.skops", "w") as z:
+        for n, blob in members.items():
+            z.writestr(n, schema.encode() if n == "schema.json" else blob)
+    res = run_cli(*pdtp_args(tmp_path, csv, spec, "--trained", str(tmp_path / "model.skops"), "--quiet"))
+    assert res.code == 0, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("mptool: warning:") and "scikit-learn 0.24.0" in lines[0], lines

@@ -126,12 +126,18 @@ def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> Train
             "only scikit-learn and mptool types load, and modules named with --allow-import"
         )
     try:
-        model = sio.load(path, trusted=list(untrusted))
+        with warnings.catch_warnings(record=True) as caught:  # one note below, not three lines per estimator
+            warnings.simplefilter("always")
+            model = sio.load(path, trusted=list(untrusted))
     except Exception as exc:  # noqa: BLE001
         detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(
             f"{path}: cannot load the skops file ({exc.__class__.__name__}: {ui.excerpt(detail, 100)})"
         ) from None
+    saved = sorted({str(getattr(w.message, "original_sklearn_version", "")) for w in caught} - {""})
+    if saved:
+        ui.warn(f"{path}: saved with scikit-learn {', '.join(saved)}, loaded with another version; it is used only "
+                "if it predicts like A(T) of the spec (checked next)")
     if not hasattr(model, "predict_proba") or not hasattr(model, "classes_"):
         raise InputError(f"{path}: the model has no predict_proba or is not fitted; PDTP needs class probabilities")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
