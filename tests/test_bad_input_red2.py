@@ -313,3 +313,22 @@ def test_trained_model_of_another_sklearn_version_is_one_warning_line(tmp_path: 
     assert res.code == 0, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("mptool: warning:") and "scikit-learn 0.24.0" in lines[0], lines
+
+
+def test_gzip_bomb_is_refused_before_pandas_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A .gz unpacking to over BOMB_BYTES at over BOMB_RATIO times its size is refused (limit lowered here)."""
+    import gzip
+
+    import mptool.inputs.data as data
+
+    monkeypatch.setattr(data, "BOMB_BYTES", 1 << 20)
+    path = tmp_path / "d.csv.gz"
+    with gzip.open(path, "wb", compresslevel=9) as fh:
+        fh.write(b"x1,x2,label\n" + b"0,0,a\n" * (1 << 19))  # 3 MiB of one repeated row
+    args = pdtp_args(tmp_path, path, good_spec(tmp_path))
+    before = snapshot(tmp_path)
+    res = run_cli(*args)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.code == 2 and len(lines) == 1, res.stderr
+    assert "refused as a decompression bomb" in lines[0] and "over 500 times its size" in lines[0]
+    assert snapshot(tmp_path) == before

@@ -130,12 +130,28 @@ def _unreadable(path: Path, exc: BaseException, header: bool = True) -> str:
     return f"{path}: cannot read it as CSV ({exc.__class__.__name__}: {detail})"
 
 
+#: A .gz file unpacking to more than this many bytes, and more than BOMB_RATIO times its size, is refused.
+BOMB_BYTES = 256 << 20
+#: Unpacked / packed size beyond which a large file is taken for a decompression bomb (real CSV text packs 5-350x).
+BOMB_RATIO = 500
+
+
 def _check_gzip(path: Path) -> None:
-    """Decompress ``path`` to its end: a truncated .gz must not be read as a shorter, valid-looking CSV."""
+    """Decompress ``path`` to its end: a truncated .gz must not be read as a shorter, valid-looking CSV.
+
+    The unpacked bytes are counted, not kept: a bomb (a few MB unpacking to many GB) is refused
+    before pandas reads it into memory.
+    """
+    packed, total = max(path.stat().st_size, 1), 0
     try:
         with gzip.open(path, "rb") as fh:
-            while fh.read(1 << 20):
-                pass
+            while chunk := fh.read(1 << 20):
+                total += len(chunk)
+                if total > BOMB_BYTES and total > BOMB_RATIO * packed:
+                    raise InputError(
+                        f"{path}: unpacks to more than {total:,} bytes from {packed:,} (over {BOMB_RATIO} times "
+                        "its size): refused as a decompression bomb; unpack it yourself if it is real data"
+                    )
     except (OSError, EOFError) as exc:
         detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(f"{path}: the gzip file is damaged or truncated ({detail}); copy it again") from None
