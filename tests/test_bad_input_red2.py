@@ -198,7 +198,8 @@ def test_trusted_names_are_classes_defined_in_sklearn() -> None:
                  "mptool.inputs.models.DomainEncoder"):
         assert _trusted(name, ()), name
     for name in ("sklearn.utils._testing.check_output", "sklearn.datasets._base.os", "sklearn.datasets._lfw.remove",
-                 "sklearn.utils.validation.check_array", "sklearn.pipeline.Pipeline.predict", "sklearn.nope.X"):
+                 "sklearn.utils.validation.check_array", "sklearn.pipeline.Pipeline.predict", "sklearn.nope.X",
+                 "sklearn.tests.test_base.T", "sklearn.conftest.X"):
         assert not _trusted(name, ()), name
     assert _trusted("sklearn.utils.validation.check_array", ("sklearn.utils.validation",))
 

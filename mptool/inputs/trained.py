@@ -65,6 +65,8 @@ def _sklearn_class(name: str) -> bool:
     module, _, attr = name.rpartition(".")
     if not name.startswith(TRUSTED_PREFIXES) or not module or not attr:
         return False
+    if any(part in ("tests", "conftest") or part.startswith("test_") for part in module.split(".")):
+        return False  # scikit-learn's test modules are never part of a model, and importing them runs test setup
     try:
         obj = getattr(importlib.import_module(module), attr, None)
     except Exception:  # noqa: BLE001 - a forged module path fails to import in many ways
