@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import mixed_frame, run_cli, write_spec
 from test_bad_input import good_csv, good_spec, pdtp_args, snapshot
 
 
@@ -333,3 +333,31 @@ def test_gzip_bomb_is_refused_before_pandas_reads_it(tmp_path: Path, monkeypatch
     assert res.code == 2 and len(lines) == 1, res.stderr
     assert "refused as a decompression bomb" in lines[0] and "over 500 times its size" in lines[0]
     assert snapshot(tmp_path) == before
+
+
+def test_trained_model_error_hides_quoted_cell_values() -> None:
+    """scikit-learn's messages quote cell values ("unknown categories ['blue']"): the error line masks them."""
+    from mptool.inputs.trained import TrainedModel, compare_to_spec
+    from mptool.runtime.errors import InputError
+
+    class Leaky:
+        classes_ = np.array(["no", "yes"])
+
+        def predict_proba(self, X):
+            raise ValueError("Found unknown categories ['blue-secret'] in column 2 during transform; got 'x-secret'")
+
+    with pytest.raises(InputError) as info:
+        compare_to_spec(TrainedModel(Leaky(), "m.skops", ""), np.zeros((3, 1)), np.array(["no", "yes"]),
+                        np.full((3, 2), 0.5), np.arange(3))
+    text = str(info.value)
+    assert "secret" not in text and "unknown categories [...]" in text and "got '...'" in text
+
+
+def test_default_targets_above_a_small_candidate_set_says_it_is_the_default(tmp_path: Path) -> None:
+    """30 rows and no --targets: the line says the 100 targets are the default and what to give instead."""
+    csv = tmp_path / "d.csv"
+    mixed_frame(30, seed=1).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "categorical_nb")
+    res = run_cli("attack", csv, "--model", spec, "--out", tmp_path / "o", "--attacks", "threshold")
+    assert res.code == 2 and "--targets 100 (the default) is more than the candidate set D's" in res.stderr
+    assert "give --targets 30 or fewer" in res.stderr, res.stderr

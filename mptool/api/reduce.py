@@ -24,6 +24,7 @@ removal would change the label set the classifier outputs).
 from __future__ import annotations
 
 import copy
+import shlex
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -609,7 +610,7 @@ def write_clean(prep: Prepared, outcome: ReduceOutcome, clean_path: Path, spec_p
         "domain_changed_columns": changed,
         "domain_pinned": bool(pinned and changed),
         "expected_max_pdtp": outcome.summary["best_max"],
-        "command": f"mptool pdtp {clean_path} --model {spec_path}",
+        "command": f"mptool pdtp {shlex.quote(str(clean_path))} --model {shlex.quote(str(spec_path))}",
         "notes": notes,
     }
 

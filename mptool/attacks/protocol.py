@@ -239,7 +239,11 @@ def _check(options: AttackOptions, population_n: int) -> None:
             f"--candidates is {o.candidates} but the data has only {population_n} usable rows; lower --candidates"
         )
     if not 1 <= o.targets <= o.candidates:
-        raise InputError(f"--targets must be between 1 and --candidates ({o.candidates}) (got {o.targets})")
+        default = " (the default)" if o.targets == AttackOptions.targets else ""
+        raise InputError(
+            f"--targets {o.targets}{default} is more than the candidate set D's {o.candidates} records; "
+            f"give --targets {o.candidates} or fewer, or more data"
+        )
     if o.iterations < 1:
         raise InputError(f"--iterations must be at least 1 (got {o.iterations})")
     if o.pdtp_iterations < 0:

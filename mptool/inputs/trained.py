@@ -15,6 +15,7 @@ in the file is refused, named, before anything is built.
 from __future__ import annotations
 
 import hashlib
+import re
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -167,6 +168,7 @@ def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: 
             raise ValueError(f"predict_proba gave shape {p.shape}, expected {(len(rows), len(seen))}")
     except Exception as exc:  # noqa: BLE001 - a model for other columns fails in many ways
         detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        detail = re.sub(r"\[[^\]]*\]", "[...]", re.sub(r"'[^']*'", "'...'", detail))  # no quoted cell values
         raise InputError(
             f"{trained.path}: the model cannot predict T's records ({exc.__class__.__name__}: "
             f"{ui.excerpt(detail, 100)}); it must take the spec's feature columns"

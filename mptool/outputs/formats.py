@@ -2,9 +2,10 @@
 
 A command says what it writes as a list of :class:`OutputFile` (file name, format, payload) and
 hands it to :func:`write_files`, which renders every file first and only then writes each one
-atomically (:func:`mptool.outputs.results.write_atomic`, looked up at each call). A payload that fails to render (a
-value JSON cannot hold, a broken frame) therefore leaves no result of the run half-updated:
-either every file of the run is replaced or none is.
+atomically (:func:`mptool.outputs.results.write_atomic`, looked up at each call). A payload
+that fails to render (a value JSON cannot hold, a broken frame) therefore replaces none of the
+run's files. Each file on its own is all-or-nothing (written under a temporary name, renamed);
+a write that fails part-way through the list (a full disk) leaves the files before it replaced.
 
 The formats (:data:`FORMATS`):
 
