@@ -51,7 +51,8 @@ def catalogue() -> list[EstimatorRow]:
     rows = []
     frame = _probe_frame()
     for name, (path, _defaults) in SHORT_NAMES.items():
-        spec = parse_spec({"data": {"label": "label", "categorical": ["x"] if name == "categorical_nb" else []},
+        categorical = ["x"] if name in ("categorical_nb", "dp_categorical_nb") else []
+        spec = parse_spec({"data": {"label": "label", "categorical": categorical},
                            "model": {"estimator": name}}, "probe")
         prep = prepare(frame, spec)
         reasons = engine_reasons(spec, prep.template)

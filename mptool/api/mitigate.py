@@ -9,9 +9,11 @@ Families (each row of the result is one setting, scored on the same footing):
   generalisation gap): a small grid of the estimator's regularisation parameter, each
   audited with the fastest exact engine (refits where none applies).
 - ``removal`` (Long et al. section 8): the ``reduce-dtp`` result as one row.
-- ``dp`` (Long et al. section 4: an epsilon-DP algorithm has DTP <= epsilon): diffprivlib's
-  naive Bayes / logistic regression over an epsilon grid, with the theorem's bound beside the
-  paired-seed PDTP; skipped with a note when diffprivlib is not usable.
+- ``dp`` (an epsilon-DP algorithm has DTP <= epsilon over its noise: Long et al. 4.2, Definition
+  4.1, derived in :mod:`mptool.inputs.dp_nb`): over an epsilon grid, with that bound beside the
+  paired-seed PDTP. Categorical naive Bayes gets mptool's own ``dp_categorical_nb`` (Laplace
+  noise on its counts; no optional dependency); other naive Bayes and logistic regression get
+  diffprivlib's models, skipped with a note when diffprivlib is not usable.
 
 Each setting gets max/mean/p95 PDTP of the released outputs (binned, Long et al. 5.2), the
 records above the target, and accuracy and log loss on the rows of the data outside T. The
@@ -66,8 +68,10 @@ REGULARISE_GRID: dict[str, tuple[str, tuple[Any, ...]]] = {
 #: Records audited by default when the estimator has no exact engine (each setting then refits once per record).
 REFIT_SAMPLE = 100
 #: Epsilon grid of the DP family, and which DP estimator stands in for which family.
-DP_EPSILONS = (0.5, 2.0, 8.0)
-DP_FOR = {"nb": "dp_gaussian_nb", "lr": "dp_logistic_regression"}
+DP_EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
+DP_FOR = {"categorical_nb": "dp_categorical_nb", "nb": "dp_gaussian_nb", "lr": "dp_logistic_regression"}
+#: DP estimators that need no optional dependency (mptool's own).
+DP_OWN = ("dp_categorical_nb",)
 NB_CLASSES = ("CategoricalNB", "BernoulliNB", "MultinomialNB", "GaussianNB")
 
 #: Columns of mitigate.csv, in order.
@@ -169,18 +173,33 @@ def regularise_settings(spec: Spec, cls_name: str, current: dict[str, Any]) -> l
 
 
 def dp_settings(spec: Spec, cls_name: str) -> tuple[list[Setting], str | None]:
-    """The DP family for naive Bayes and logistic regression; a note instead when it does not apply."""
-    kind = "nb" if cls_name in NB_CLASSES else "lr" if cls_name == "LogisticRegression" else None
+    """The DP family for naive Bayes and logistic regression; a note instead when it does not apply.
+
+    Categorical naive Bayes becomes ``dp_categorical_nb`` with the spec's ``alpha`` (its other
+    CategoricalNB parameters do not apply); other families use diffprivlib when it imports.
+    """
+    kind = ("categorical_nb" if cls_name in ("CategoricalNB", "DPCategoricalNB") else
+            "nb" if cls_name in NB_CLASSES else "lr" if cls_name == "LogisticRegression" else None)
     if kind is None:
-        return [], f"dp: no DP estimator for {cls_name} (diffprivlib naive Bayes and logistic regression only)"
-    if (why := diffprivlib_problem()) is not None:
-        return [], f"dp: skipped: {why}; install it with: pip install 'mptool[dp]'"
+        return [], (f"dp: no DP estimator for {cls_name} (categorical naive Bayes, and diffprivlib naive Bayes "
+                    "and logistic regression only)")
     est = DP_FOR[kind]
+    if est not in DP_OWN and (why := diffprivlib_problem()) is not None:
+        return [], f"dp: skipped: {why}; install it with: pip install 'mptool[dp]'"
     return [
-        Setting("dp", f"{est} eps={e:g}", f"model.estimator: {est}, epsilon {e:g}",
-                with_changes(spec, model={"estimator": est, "params": {"epsilon": e}}), dtp_bound=e)
+        Setting("dp", f"{est} eps={e:g}", f"model.estimator: {est}, epsilon {e:g}", dp_spec(spec, est, e), dtp_bound=e)
         for e in DP_EPSILONS
     ], None
+
+
+def dp_spec(spec: Spec, est: str, epsilon: float) -> Spec:
+    """``spec`` with the DP estimator at ``epsilon``; dp_categorical_nb keeps only the spec's ``alpha``."""
+    if est not in DP_OWN:
+        return with_changes(spec, model={"estimator": est, "params": {"epsilon": epsilon}})
+    raw = spec.dumped()
+    kept = {k: v for k, v in raw["model"]["params"].items() if k == "alpha"}
+    raw["model"] = {**raw["model"], "estimator": est, "params": {**kept, "epsilon": epsilon}}
+    return parse_spec(raw, "mitigate setting")
 
 
 def holdout_of(prep: Prepared) -> Any:

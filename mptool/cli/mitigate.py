@@ -64,7 +64,8 @@ def mitigate(
 
     Families: release policies (top-k, rounding, temperature, label-only; Shokri et al. VIII), a
     regularisation grid (Shokri VIII, Yeom et al.), removal (reduce-dtp, Long et al. 8) and
-    epsilon-DP training (diffprivlib; Long et al.: eps-DP implies DTP <= eps). Writes
+    epsilon-DP training (dp_categorical_nb for categorical naive Bayes, else diffprivlib;
+    eps-DP implies DTP <= eps over the training noise, Long et al. Def. 4.1). Writes
     DIR/mitigate.csv (one row per setting), DIR/mitigate.json (decision, runner-ups, plan) and,
     when a setting passes, DIR/recommended-spec.yaml: 'mptool pdtp DATA --model
     DIR/recommended-spec.yaml' re-audits it to the claimed max PDTP.

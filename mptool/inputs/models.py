@@ -24,6 +24,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.inputs.data import Schema
+from mptool.inputs.dp_nb import DPCategoricalNB
 from mptool.inputs.neighbors import TieStableKNeighborsClassifier
 from mptool.inputs.spec import ModelSpec, Spec
 from mptool.runtime import ui
@@ -49,6 +50,8 @@ SHORT_NAMES: dict[str, tuple[str, dict[str, Any]]] = {
     # epsilon-DP training (diffprivlib, optional: pip install 'mptool[dp]'): mptool.inputs.dpmodels
     "dp_gaussian_nb": ("mptool.inputs.dpmodels.DPGaussianNB", {}),
     "dp_logistic_regression": ("mptool.inputs.dpmodels.DPLogisticRegression", {}),
+    # mptool's own epsilon-DP categorical naive Bayes (Laplace noise on the counts): mptool.inputs.dp_nb
+    "dp_categorical_nb": ("mptool.inputs.dp_nb.DPCategoricalNB", {}),
 }
 
 #: Module prefixes a dotted estimator path may import from without --allow-import.
@@ -233,7 +236,7 @@ def column_uses(spec: Spec, schema: Schema, choice: EstimatorChoice) -> list[tup
     """
     from sklearn.naive_bayes import CategoricalNB
 
-    cat_nb = issubclass(choice.cls, CategoricalNB) and spec.model.preprocess == "auto"
+    cat_nb = issubclass(choice.cls, (CategoricalNB, DPCategoricalNB)) and spec.model.preprocess == "auto"
     out = []
     for c in schema.columns:
         if c.kind == "categorical":
@@ -274,6 +277,8 @@ def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipel
 
     est = choice.make()
     names = schema.names
+    if isinstance(est, DPCategoricalNB):
+        return _dp_categorical_pipeline(spec, schema, est)
     if spec.model.preprocess == "none":
         if isinstance(est, CategoricalNB) and "min_categories" not in spec.model.params:
             # Codes are the column values themselves: count every value up to the CSV's maximum,
@@ -309,6 +314,27 @@ def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipel
         steps = [SimpleImputer(strategy="median")] if any(c.has_missing for c in nums) else []
         parts.append(("numeric", make_pipeline(*steps, scaler), [c.name for c in nums]))
     return Pipeline([("pre", ColumnTransformer(parts, sparse_threshold=0.0)), ("clf", est)])
+
+
+def _dp_categorical_pipeline(spec: Spec, schema: Schema, est: DPCategoricalNB) -> Pipeline:
+    """DP categorical naive Bayes with its public domain from the schema, never from T (mptool.inputs.dp_nb).
+
+    ``preprocess: auto``: the fixed-domain encoder of categorical naive Bayes, its code counts
+    as ``n_categories``; ``none``: codes are the column values, 0 up to the CSV's maximum (an
+    empty cell is refused: the domain has no code for it). ``classes`` is the label's values in
+    the CSV. Parameters the spec gives itself are kept.
+    """
+    given = spec.model.params
+    if "classes" not in given:
+        est.set_params(classes=tuple(schema.classes))
+    if spec.model.preprocess == "none":
+        if "n_categories" not in given:
+            est.set_params(n_categories=tuple(int(max(c.maximum or 0, 0)) + 1 for c in schema.columns))
+        return make_pipeline(est)
+    enc = DomainEncoder(_categorical_domains(spec, schema))
+    if "n_categories" not in given:
+        est.set_params(n_categories=tuple(enc.n_codes()))
+    return Pipeline([("pre", ColumnTransformer([("domain", enc, schema.names)])), ("clf", est)])
 
 
 def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) -> Any:
