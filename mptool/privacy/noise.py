@@ -42,6 +42,7 @@ DEFAULT_RECORDS = 20
 #: another order can differ in the last bits; nothing else does.
 _SET_FUNCTIONS = {
     "CategoricalNB": "counts per class and value",
+    "DPCategoricalNB": "counts per class and value, plus Laplace noise drawn from the seed in a fixed cell order",
     "BernoulliNB": "counts per class and feature",
     "MultinomialNB": "sums per class and feature",
     "ComplementNB": "sums per class and feature",
