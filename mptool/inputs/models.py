@@ -328,13 +328,24 @@ def _dp_categorical_pipeline(spec: Spec, schema: Schema, est: DPCategoricalNB) -
     if "classes" not in given:
         est.set_params(classes=tuple(schema.classes))
     if spec.model.preprocess == "none":
-        if "n_categories" not in given:
-            est.set_params(n_categories=tuple(int(max(c.maximum or 0, 0)) + 1 for c in schema.columns))
+        _dp_domain(est, given, [int(max(c.maximum or 0, 0)) + 1 for c in schema.columns])
         return make_pipeline(est)
     enc = DomainEncoder(_categorical_domains(spec, schema))
-    if "n_categories" not in given:
-        est.set_params(n_categories=tuple(enc.n_codes()))
+    _dp_domain(est, given, enc.n_codes())
     return Pipeline([("pre", ColumnTransformer([("domain", enc, schema.names)])), ("clf", est)])
+
+
+def _dp_domain(est: DPCategoricalNB, given: dict[str, Any], sizes: list[int]) -> None:
+    """Set ``n_categories`` to the schema's domain sizes; a spec's own must cover them (InputError if not)."""
+    if "n_categories" not in given:
+        est.set_params(n_categories=tuple(sizes))
+        return
+    own = list(np.asarray(given["n_categories"], dtype=object).ravel())
+    if len(own) != len(sizes) or any(int(a) < b for a, b in zip(own, sizes, strict=False)):
+        raise InputError(
+            f"model.params.n_categories must give one size per feature column ({len(sizes)}), each at least "
+            f"the column's domain ({', '.join(map(str, sizes))}); leave it out to use the domain"
+        )
 
 
 def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) -> Any:

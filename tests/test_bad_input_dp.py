@@ -1,0 +1,52 @@
+"""Bad parameters of mptool's epsilon-DP categorical naive Bayes: exit 2, one line, nothing written.
+
+Rows dp-1 .. dp-9 of docs/bad-input.md. ``model.params`` are checked when the estimator is
+resolved (mptool.inputs.dp_nb.DPCategoricalNB._validate_params via
+mptool.inputs.models._check_params), before any data is read; non-finite numbers are refused
+by the strict spec reader; an ``n_categories`` that does not cover the schema's domain is
+refused when the pipeline is built, before T is fitted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from test_bad_input import good_csv, pdtp_args, snapshot
+
+HEAD = "data: {label: label, train_size: null, drop: [x1], categorical: [x2]}\nmodel:\n  estimator: dp_categorical_nb\n"
+PARAMS = "model.params of 'dp_categorical_nb': "
+
+CASES = {
+    "dp-1 epsilon 0": ("{epsilon: 0}", PARAMS + "epsilon must be a finite number > 0 (got 0)"),
+    "dp-2 epsilon negative": ("{epsilon: -1.5}", PARAMS + "epsilon must be a finite number > 0 (got -1.5)"),
+    "dp-3 epsilon .nan": ("{epsilon: .nan}", "s.yaml line 4: model.params.epsilon: .nan is not a finite number; "
+                          "every number in a spec must be finite"),
+    "dp-4 epsilon .inf": ("{epsilon: .inf}", "s.yaml line 4: model.params.epsilon: .inf is not a finite number; "
+                          "every number in a spec must be finite"),
+    "dp-5 epsilon as text": ("{epsilon: 'one'}", PARAMS + "epsilon must be a finite number > 0 (got 'one')"),
+    "dp-6 epsilon a boolean": ("{epsilon: true}", PARAMS + "epsilon must be a finite number > 0 (got True)"),
+    "dp-7 alpha 0": ("{epsilon: 1, alpha: 0}", PARAMS + "alpha must be a finite number > 0 (got 0)"),
+    "dp-8 alpha negative": ("{epsilon: 1, alpha: -1}", PARAMS + "alpha must be a finite number > 0 (got -1)"),
+    "dp-9 n_categories smaller than the data's codes": (
+        "{epsilon: 1, n_categories: [1, 1, 1]}",
+        "model.params.n_categories must give one size per feature column (3), each at least the column's domain "
+        "(3, 3, 5); leave it out to use the domain",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=[c.split()[0] for c in CASES])
+def test_bad_dp_param_exits_2(tmp_path: Path, case: str) -> None:
+    params, message = CASES[case]
+    spec = tmp_path / "s.yaml"
+    spec.write_text(HEAD + f"  params: {params}\n")
+    args = pdtp_args(tmp_path, good_csv(tmp_path), spec)
+    before = snapshot(tmp_path)
+    res = run_cli(*args)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.code == 2, res.stderr
+    assert len(lines) == 1 and lines[0].startswith("mptool: error: ") and lines[0].endswith(message), res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
