@@ -89,7 +89,7 @@ MITIGATE_COLUMNS = {
     "n_audited": "records audited",
     "accuracy": "accuracy on the rows of the data outside T (argmax of the released vector)",
     "log_loss": "mean -ln of the released, binned probability of the true class on the rows outside T",
-    "dtp_bound": "dp only: the theorem's DTP <= epsilon (over the training noise; Long et al. 4)",
+    "dtp_bound": "dp only: DTP <= epsilon over the training noise (Long et al. Def. 4.1; see mptool.inputs.dp_nb)",
     "passes": "max_pdtp <= target",
     "recommendable": "the setting is a spec (removal changes the data) that hides something: a temperature alone "
     "is invertible (p from q for a known t), so it lowers PDTP without weakening attacks and is never recommended",

@@ -1,8 +1,9 @@
 """Differentially private classifiers from IBM's diffprivlib, behind spec-friendly parameters.
 
-Long et al. (section 4, after Definition 4.2): DTP relaxes differential privacy, so an
-epsilon-DP training algorithm has DTP <= epsilon -- for the probabilities over the algorithm's
-own randomness. These wrappers take only scalar parameters (a spec's ``model.params``) and
+An epsilon-DP training algorithm has DTP <= epsilon (Long et al. section 4.2, Definition 4.1) for
+the probabilities over the algorithm's own randomness; the one-line derivation is in
+:mod:`mptool.inputs.dp_nb`, mptool's own DP categorical naive Bayes, which needs no diffprivlib.
+These wrappers take only scalar parameters (a spec's ``model.params``) and
 fix the data bounds in advance (bounds taken from the data would leak it and void the
 guarantee). diffprivlib is an optional dependency (``pip install mptool[dp]``); it is imported
 when a model is fitted, so a spec naming these estimators fails with a clear error without it.
