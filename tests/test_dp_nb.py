@@ -179,3 +179,15 @@ def test_fit_depends_on_t_only_as_a_set() -> None:
     model = DPCategoricalNB(epsilon=1.0, n_categories=sizes, classes=("a", "b"), random_state=5)
     first = model.fit(X, y).predict_proba(X)
     np.testing.assert_array_equal(first, model.fit(X[order], y[order]).predict_proba(X))
+
+
+def test_mitigate_skips_dp_with_a_note_when_t_lacks_a_class(tmp_path: Path) -> None:
+    """The DP model's class set is the CSV's label values; when T lacks one the family is a note, not a crash."""
+    from test_bad_input_dp import LACKS_HEAD, lacking_csv
+
+    csv = lacking_csv(tmp_path)
+    spec = tmp_path / "nb.yaml"
+    spec.write_text(LACKS_HEAD + "model: {estimator: categorical_nb, params: {alpha: 1.0}}\n")
+    result = api.mitigate(csv, spec, defences="dp", jobs=1, backend="threading")
+    assert list(result.table["family"]) == ["baseline"]
+    assert "dp: skipped: 1 class(es) of the label are not in T (the DP model's class set)" in result.notes

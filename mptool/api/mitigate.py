@@ -328,9 +328,19 @@ def plan_settings(prep: Prepared, options: MitigateOptions) -> tuple[list[Settin
             notes.append(f"regularise: no grid for {cls_name}")
     if "dp" in options.defences:
         dp, note = dp_settings(spec, cls_name)
+        if dp and dp[0].spec is not None and (lacks := _dp_lacks(prep, dp[0].spec)):
+            dp, note = [], f"dp: skipped: {lacks} class(es) of the label are not in T (the DP model's class set)"
         settings += dp
         notes += [note] if note else []
     return settings, notes
+
+
+def _dp_lacks(prep: Prepared, spec: Spec) -> int:
+    """Classes of the DP setting's public class set that T lacks (its rows would have no output column)."""
+    from mptool.inputs.models import build_pipeline, classes_t_lacks, resolve_estimator
+
+    template = build_pipeline(spec, prep.train.schema, resolve_estimator(spec.model, spec.seed))
+    return classes_t_lacks(template, prep.classes)
 
 
 def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: bool) -> tuple[str, int]:

@@ -34,7 +34,8 @@ pipelines (:func:`mptool.inputs.models.build_pipeline`) they come from the schem
 categories of ``data.categorical`` columns, ``model.bins`` edges, or a numeric column's values
 -- all taken from the whole CSV, never from T, so T and T \\ {t} get the same cells. If the CSV
 itself is secret, treat its domain as the public assumption (or give bins). A fit without them
-is refused rather than reading them off the training data.
+is refused rather than reading them off the training data. mptool reports T's classes, so a T
+lacking one of the CSV's label values is refused (mptool.inputs.models.check_public_classes).
 
 Why it matters for DTP: if A is epsilon-DP, then for every set S of models
 P[A(T) in S] <= e^epsilon P[A(T \\ {t}) in S]; integrating the non-negative bounded function

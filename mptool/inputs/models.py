@@ -348,6 +348,27 @@ def _dp_domain(est: DPCategoricalNB, given: dict[str, Any], sizes: list[int]) ->
         )
 
 
+def classes_t_lacks(template: Any, classes: np.ndarray) -> int:
+    """How many classes of a DP estimator's public class set are not among T's ``classes`` (0 otherwise).
+
+    mptool's outputs are columns of T's classes; ``dp_categorical_nb`` outputs a probability for
+    every label value of the CSV (its public class set), so a class T lacks has no column.
+    """
+    est = template.steps[-1][1] if isinstance(template, Pipeline) else template
+    if not isinstance(est, DPCategoricalNB) or est.classes is None:
+        return 0
+    return len(set(list(est.classes)) - set(np.asarray(classes).tolist()))
+
+
+def check_public_classes(template: Any, classes: np.ndarray) -> None:
+    """Refuse (exit 2) a DP estimator whose public class set has a class T lacks (:func:`classes_t_lacks`)."""
+    if (k := classes_t_lacks(template, classes)) > 0:
+        raise InputError(
+            f"dp_categorical_nb: {k} class(es) of the label are not in T; its class set is every label value of "
+            "the CSV (public) and mptool reports T's classes: draw a larger T (data.train_size) or drop those rows"
+        )
+
+
 def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) -> Any:
     """Fit a fresh clone of ``template`` (never the template itself); convergence warnings are muted.
 

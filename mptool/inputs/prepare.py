@@ -13,7 +13,14 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.data import Records, draw_training_set, load_records
-from mptool.inputs.models import EstimatorChoice, build_pipeline, fit, kind_notes, resolve_estimator
+from mptool.inputs.models import (
+    EstimatorChoice,
+    build_pipeline,
+    check_public_classes,
+    fit,
+    kind_notes,
+    resolve_estimator,
+)
 from mptool.inputs.spec import Spec
 from mptool.runtime.errors import InputError
 
@@ -43,6 +50,7 @@ def prepare(data_path: str | Path | pd.DataFrame, spec: Spec, allow_imports: tup
     train = draw_training_set(population, spec.data.train_size, spec.seed)
     template = build_pipeline(spec, train.schema, choice)
     classes = np.array(sorted(set(train.y.tolist()), key=lambda v: (str(type(v)), v)), dtype=object)
+    check_public_classes(template, classes)
     notes = tuple(kind_notes(spec, train.schema, choice))
     return Prepared(spec, population, train, choice, template, classes, notes)
 
@@ -68,5 +76,6 @@ def respecified(prep: Prepared, spec: Spec, allow_imports: tuple[str, ...] = ())
         raise ValueError("respecified: the data section and seed must be unchanged")
     choice = resolve_estimator(spec.model, spec.seed, allow_imports)
     template = build_pipeline(spec, prep.train.schema, choice)
+    check_public_classes(template, prep.classes)
     return replace(prep, spec=spec, choice=choice, template=template,
                    kind_notes=tuple(kind_notes(spec, prep.train.schema, choice)), trained=None)
