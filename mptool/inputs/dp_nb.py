@@ -6,7 +6,7 @@ whose feature j takes category c (K x n_j cells). :class:`DPCategoricalNB` relea
 these counts with Laplace noise and builds the classifier from the noisy counts.
 
 Derivation (Dwork & Roth, *The Algorithmic Foundations of Differential Privacy*, 2014:
-Definition 3.8 L1 sensitivity, Theorem 3.6 the Laplace mechanism, Proposition 2.1
+Definition 3.1 L1 sensitivity, Theorem 3.6 the Laplace mechanism, Proposition 2.1
 post-processing):
 
 - Neighbours are add/remove-one-record, the relation DTP uses (Long et al. section 4.2,
