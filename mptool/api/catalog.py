@@ -59,9 +59,12 @@ def catalogue() -> list[EstimatorRow]:
         engine = next((e for e, why in reasons if why is None), "refit")
         bound = stability_bound(prep.template, prep.train, prep.classes)
         note = "" if engine != "refit" else "one refit per record"
+        words = BOUND_WORDS.get(bound.kind, bound.kind)
+        if name.startswith("dp_"):  # the guarantee is over the training noise, which paired seeds hold fixed
+            words = "epsilon-DP: DTP <= epsilon over the training noise; paired-seed PDTP measures one draw"
         if name == "knn":
             note = "exact when numerics are binned or preprocess: none (standardising moves every distance)"
-        rows.append(EstimatorRow(name, path, engine, BOUND_WORDS.get(bound.kind, bound.kind), note))
+        rows.append(EstimatorRow(name, path, engine, words, note))
     return rows
 
 
