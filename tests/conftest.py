@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,3 +76,31 @@ def mixed_csv(tmp_path: Path) -> Path:
     path = tmp_path / "mixed.csv"
     mixed_frame().to_csv(path, index=False)
     return path
+
+
+def numeric_csv_file(path: Path, n: int = 1200, d: int = 4, seed: int = 11) -> Path:
+    """The attack tests' numeric data set: ``d`` normal features (3 decimals) and a noisy yes/no
+    label from the first one (seed 11, as every attack test has used), written to ``path``."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).round(3)
+    label = np.where(X[:, 0] + rng.normal(size=n) > 0.4, "yes", "no")
+    pd.DataFrame({**{f"x{j}": X[:, j] for j in range(d)}, "label": label}).to_csv(path, index=False)
+    return path
+
+
+@contextlib.contextmanager
+def quiet_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    """A progress callback that shows nothing (the API's ``progress`` argument)."""
+    yield lambda n: None
+
+
+def attack_spec(label: str, estimator: str, params: dict | None = None, preprocess: str = "none", seed: int = 0):
+    """A parsed spec for protocol tests: every row usable (train_size null), bins of 0.01."""
+    from mptool.inputs.spec import parse_spec
+
+    return parse_spec({
+        "data": {"label": label, "train_size": None},
+        "model": {"estimator": estimator, "params": params or {}, "preprocess": preprocess},
+        "output": {"bin_size": 0.01},
+        "seed": seed,
+    })

@@ -7,9 +7,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
+from conftest import numeric_csv_file
 
 import mptool
 from mptool.attacks import DEFAULT_SHADOW_POOL
@@ -32,13 +31,7 @@ def _spec(train_size: int | None = 100, seed: int = 0) -> dict:
 
 @pytest.fixture(scope="module")
 def numeric_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rng = np.random.default_rng(11)
-    n = 600
-    X = rng.normal(size=(n, 3)).round(3)
-    label = np.where(X[:, 0] + rng.normal(size=n) > 0.4, "yes", "no")
-    path = tmp_path_factory.mktemp("num") / "numeric.csv"
-    pd.DataFrame({**{f"x{j}": X[:, j] for j in range(3)}, "label": label}).to_csv(path, index=False)
-    return path
+    return numeric_csv_file(tmp_path_factory.mktemp("num") / "numeric.csv", 600, 3)
 
 
 SMALL = dict(attacks="distance,threshold", iterations=2, targets=20, pdtp_iterations=1, jobs=1)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import numeric_csv_file
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from mptool.attacks import metrics
@@ -46,13 +47,7 @@ def _spec(estimator: str, params: dict | None = None, seed: int = 0, bin_size: f
 @pytest.fixture(scope="module")
 def numeric_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The numeric data set of tests/test_protocol.py (same generator and seed)."""
-    rng = np.random.default_rng(11)
-    n = 1200
-    X = rng.normal(size=(n, 4)).round(3)
-    label = np.where(X[:, 0] + rng.normal(size=n) > 0.4, "yes", "no")
-    path = tmp_path_factory.mktemp("num") / "numeric.csv"
-    pd.DataFrame({**{f"x{j}": X[:, j] for j in range(4)}, "label": label}).to_csv(path, index=False)
-    return path
+    return numeric_csv_file(tmp_path_factory.mktemp("num") / "numeric.csv", 1200, 4)
 
 
 GOLDEN_RUNS = {

@@ -5,20 +5,19 @@ determinism across --jobs."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import attack_spec, numeric_csv_file, quiet_progress
 from sklearn.metrics import roc_auc_score
 
 from mptool.attacks import rmia
 from mptool.attacks.protocol import AttackOptions, run_attack
 from mptool.attacks.shadows import rng_for
 from mptool.inputs.prepare import prepare
-from mptool.inputs.spec import parse_spec
 
 GRANTS = Path("/work/shared/datasets/grants.csv.gz")
 
@@ -153,18 +152,8 @@ def test_tuning_scores_a_seeded_sample_of_a_large_candidate_set(monkeypatch: pyt
 # ----------------------------------------------------------------- known answers through the protocol
 
 
-@contextlib.contextmanager
-def _quiet(total: int, label: str):
-    yield lambda n: None
-
-
-def _spec(label: str, estimator: str, params: dict | None = None, preprocess: str = "none", seed: int = 0):
-    return parse_spec({
-        "data": {"label": label, "train_size": None},
-        "model": {"estimator": estimator, "params": params or {}, "preprocess": preprocess},
-        "output": {"bin_size": 0.01},
-        "seed": seed,
-    })
+_quiet = quiet_progress
+_spec = attack_spec
 
 
 def _run(path: Path, spec, **kw):
@@ -176,13 +165,7 @@ def _run(path: Path, spec, **kw):
 
 @pytest.fixture(scope="module")
 def numeric_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rng = np.random.default_rng(11)
-    n = 1200
-    X = rng.normal(size=(n, 4)).round(3)
-    label = np.where(X[:, 0] + rng.normal(size=n) > 0.4, "yes", "no")
-    path = tmp_path_factory.mktemp("num") / "numeric.csv"
-    pd.DataFrame({**{f"x{j}": X[:, j] for j in range(4)}, "label": label}).to_csv(path, index=False)
-    return path
+    return numeric_csv_file(tmp_path_factory.mktemp("num") / "numeric.csv", 1200, 4)
 
 
 def test_model_that_ignores_its_input_is_at_chance(numeric_csv: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import mixed_frame, run_cli
-from test_bad_input import good_csv, pdtp_args, snapshot
+from test_bad_input import assert_refused, good_csv, pdtp_args, snapshot
 
 from mptool.inputs.prepare import prepare
 from mptool.inputs.spec import parse_spec
@@ -48,12 +48,8 @@ def test_bad_dp_param_exits_2(tmp_path: Path, case: str) -> None:
     spec.write_text(HEAD + f"  params: {params}\n")
     args = pdtp_args(tmp_path, good_csv(tmp_path), spec)
     before = snapshot(tmp_path)
-    res = run_cli(*args)
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.code == 2, res.stderr
-    assert len(lines) == 1 and lines[0].startswith("mptool: error: ") and lines[0].endswith(message), res.stderr
-    assert "Traceback" not in res.stderr and res.stdout == ""
-    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
+    line = assert_refused(run_cli(*args), [message], tmp_path, before, stdout_empty=True)
+    assert line.endswith(message), line
 
 
 LACKS_HEAD = "data: {label: label, train_size: 40, drop: [x1], categorical: [x2]}\nseed: 0\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, write_spec
-from test_bad_input import good_csv, pdtp_args, snapshot
+from test_bad_input import assert_refused, good_csv, pdtp_args, snapshot
 
 import mptool
 from mptool.runtime.errors import InputError
@@ -36,12 +36,8 @@ def test_bad_order_flag_exits_2(tmp_path: Path, case: str) -> None:
     extra, message = CLI_CASES[case]
     args = pdtp_args(tmp_path, good_csv(tmp_path), write_spec(tmp_path / "s.yaml", "decision_tree"), *extra)
     before = snapshot(tmp_path)
-    res = run_cli(*args, "--fail-fast")
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.code == 2, res.stderr
-    assert lines == [f"mptool: error: {message}"], res.stderr
-    assert "Traceback" not in res.stderr and res.stdout == ""
-    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
+    line = assert_refused(run_cli(*args, "--fail-fast"), [message], tmp_path, before, stdout_empty=True)
+    assert line == f"mptool: error: {message}", line
 
 
 API_CASES = {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from test_bad_input import good_csv, pdtp_args, snapshot
+from test_bad_input import assert_refused, good_csv, pdtp_args, snapshot
 
 import mptool.api.mitigate as api
 from mptool.runtime.errors import InputError
@@ -81,12 +81,8 @@ def test_bad_release_policy_exits_2(tmp_path: Path, case: str) -> None:
     spec.write_text(SPEC_HEAD + text + "\n")
     args = pdtp_args(tmp_path, good_csv(tmp_path), spec)
     before = snapshot(tmp_path)
-    res = run_cli(*args)
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.code == 2, res.stderr
-    assert len(lines) == 1 and lines[0].startswith("mptool: error: ") and lines[0].endswith(message), res.stderr
-    assert "Traceback" not in res.stderr and res.stdout == ""
-    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
+    line = assert_refused(run_cli(*args), [message], tmp_path, before, stdout_empty=True)
+    assert line.endswith(message), line
 
 
 def mitigate_args(d: Path, *extra: str) -> list[str]:
@@ -125,12 +121,8 @@ def test_bad_mitigate_flag_exits_2(tmp_path: Path, case: str) -> None:
     else:
         args = mitigate_args(tmp_path, *extra)
     before = snapshot(tmp_path)
-    res = run_cli(*args)
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.code == 2, res.stderr
-    assert lines == [f"mptool: error: {message}"], res.stderr
-    assert "Traceback" not in res.stderr and res.stdout == ""
-    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
+    line = assert_refused(run_cli(*args), [message], tmp_path, before, stdout_empty=True)
+    assert line == f"mptool: error: {message}", line
 
 
 def test_api_refuses_bad_values(tmp_path: Path) -> None:

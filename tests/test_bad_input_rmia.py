@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, write_spec
-from test_bad_input import good_csv, snapshot
+from test_bad_input import assert_refused, good_csv, snapshot
 
 import mptool
 from mptool.runtime.errors import InputError
@@ -39,12 +39,8 @@ def test_bad_rmia_flag_exits_2(tmp_path: Path, case: str) -> None:
     spec = write_spec(tmp_path / "s.yaml", "gaussian_nb")
     args = ["attack", good_csv(tmp_path), "--model", spec, "--out", tmp_path / "out", "-j", "1", *extra]
     before = snapshot(tmp_path)
-    res = run_cli(*args)
-    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert res.code == 2, res.stderr
-    assert lines == [f"mptool: error: {message}"], res.stderr
-    assert "Traceback" not in res.stderr and res.stdout == ""
-    assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
+    line = assert_refused(run_cli(*args), [message], tmp_path, before, stdout_empty=True)
+    assert line == f"mptool: error: {message}", line
 
 
 API_CASES = {

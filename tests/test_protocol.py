@@ -2,36 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import attack_spec, numeric_csv_file, quiet_progress
 
 from mptool.attacks.protocol import TAG_CANDIDATES, TAG_SPLIT, TAG_TARGETS, AttackOptions, run_attack
 from mptool.attacks.shadows import rng_for
 from mptool.inputs.models import fit, proba_in
 from mptool.inputs.prepare import prepare
-from mptool.inputs.spec import parse_spec
 from mptool.privacy.calibration import bin_probabilities
 
 GRANTS = Path("/work/shared/datasets/grants.csv.gz")
 
 
-@contextlib.contextmanager
-def _quiet(total: int, label: str):
-    yield lambda n: None
-
-
-def _spec(label: str, estimator: str, params: dict | None = None, preprocess: str = "none", seed: int = 0):
-    return parse_spec({
-        "data": {"label": label, "train_size": None},
-        "model": {"estimator": estimator, "params": params or {}, "preprocess": preprocess},
-        "output": {"bin_size": 0.01},
-        "seed": seed,
-    })
+_quiet = quiet_progress
+_spec = attack_spec
 
 
 def _run(path: Path, spec, **kw):
@@ -41,13 +30,7 @@ def _run(path: Path, spec, **kw):
 
 @pytest.fixture(scope="module")
 def numeric_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rng = np.random.default_rng(11)
-    n = 1200
-    X = rng.normal(size=(n, 4)).round(3)
-    label = np.where(X[:, 0] + rng.normal(size=n) > 0.4, "yes", "no")
-    path = tmp_path_factory.mktemp("num") / "numeric.csv"
-    pd.DataFrame({**{f"x{j}": X[:, j] for j in range(4)}, "label": label}).to_csv(path, index=False)
-    return path
+    return numeric_csv_file(tmp_path_factory.mktemp("num") / "numeric.csv", 1200, 4)
 
 
 def test_prior_only_model_gives_every_attack_baseline_accuracy(numeric_csv: Path) -> None:

@@ -7,9 +7,8 @@ import contextlib
 import json
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
+from conftest import numeric_csv_file
 
 from mptool.attacks.intervals import TAG_BOOTSTRAP, bootstrap_intervals
 from mptool.attacks.protocol import AttackOptions, run_attack, strongest_line, summary_lines
@@ -25,13 +24,7 @@ def _quiet(total: int, label: str):
 
 @pytest.fixture(scope="module")
 def numeric_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rng = np.random.default_rng(11)
-    n = 600
-    X = rng.normal(size=(n, 4)).round(3)
-    label = np.where(X[:, 0] + rng.normal(size=n) > 0.4, "yes", "no")
-    path = tmp_path_factory.mktemp("num") / "numeric.csv"
-    pd.DataFrame({**{f"x{j}": X[:, j] for j in range(4)}, "label": label}).to_csv(path, index=False)
-    return path
+    return numeric_csv_file(tmp_path_factory.mktemp("num") / "numeric.csv", 600, 4)
 
 
 def _spec(seed: int):
