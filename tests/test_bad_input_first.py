@@ -127,6 +127,18 @@ def init_missing_file(d: Path):
     return ["init", str(d / "nope.csv")], ["nope.csv", "not found"]
 
 
+def init_one_class_label(d: Path):
+    path = d / "one.csv"
+    path.write_text("a,b\n1,x\n2,x\n3,x\n")
+    return ["init", str(path), "--label", "b"], ["label 'b' has 1 distinct value(s)", "pass --label with a class"]
+
+
+def init_no_feature_column(d: Path):
+    path = d / "onecol.csv"
+    path.write_text("a\n1\n2\n")
+    return ["init", str(path)], ["no feature column besides the label 'a'", "nothing to train on"]
+
+
 def check_bad_spec(d: Path):
     spec = good_spec(d, data={"train_size": 1000})
     return ["check", str(good_csv(d)), "--model", str(spec)], ["data.train_size is 1000 but only 30 usable rows"]
@@ -186,7 +198,8 @@ CASES = [
     decimal_comma_with_comma_separator, latin1_file_read_as_utf8, continuous_label, label_bins_on_text,
     label_bins_not_increasing, categorical_unknown_column, categorical_names_the_label, column_both_kinds,
     numeric_column_holds_text, numeric_under_categorical_nb, bins_on_a_categorical_column, damaged_parquet,
-    decimal_column_name, init_unknown_label, init_missing_file, check_bad_spec, check_engine_exact_refused,
+    decimal_column_name, init_unknown_label, init_missing_file, init_one_class_label, init_no_feature_column,
+    check_bad_spec, check_engine_exact_refused,
     trained_missing, trained_pickle, trained_untrusted_type, trained_not_the_spec, baseline_json_without_its_csv,
 ]
 

@@ -192,6 +192,17 @@ def _edges(values: pd.Series) -> list[float]:
     return [int(e) if e.is_integer() else e for e in edges]
 
 
+def check_usable(label: str, y: pd.Series, kept: list[str]) -> None:
+    """Refuse (exit 2) a file no spec could audit: a label with one value, or no feature column left."""
+    shown = ui.excerpt(label, 40)
+    if y.nunique(dropna=True) < 2:
+        raise InputError(f"label '{shown}' has {y.nunique(dropna=True)} distinct value(s): a classifier needs two "
+                         "classes; pass --label with a class column")
+    if not kept:
+        raise InputError(f"no feature column besides the label '{shown}' (every other column was dropped or there "
+                         "is none): nothing to train on")
+
+
 def starter(path: Path, label: str | None) -> Starter:
     """Read ``path`` with the guessed options and choose the label, column kinds and an estimator."""
     sniffed = sniff_read(path)
@@ -213,6 +224,7 @@ def starter(path: Path, label: str | None) -> Starter:
         else:
             kinds[c] = f"numbers, {distinct} values" if numeric[c] else f"categories, {distinct} values"
     kept = [c for c in features if c not in drop]
+    check_usable(label, y, kept)
     mostly_categorical = sum(not numeric[c] for c in kept) >= len(kept) / 2
     if mostly_categorical:
         estimator, params = "categorical_nb", {"alpha": 1.0}
