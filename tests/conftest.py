@@ -104,3 +104,22 @@ def attack_spec(label: str, estimator: str, params: dict | None = None, preproce
         "output": {"bin_size": 0.01},
         "seed": seed,
     })
+
+
+#: The high-dimensional binary data set of ../shared/datasets (absent on machines without it: tests skip).
+GRANTS = Path("/work/shared/datasets/grants.csv.gz")
+
+
+@pytest.fixture(scope="session")
+def grants_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """700 Grants rows, their 300 most frequent binary columns, duplicates dropped (memoriser tests)."""
+    if not GRANTS.exists():
+        pytest.skip("grants.csv.gz not available")
+    df = pd.read_csv(GRANTS, nrows=700)
+    binary = [c for c in df.columns if c != "class" and df[c].dtype != object and df[c].nunique() == 2]
+    cols = df[binary].mean().sort_values(ascending=False).index[:300].tolist()
+    sub = df[[*cols, "class"]].iloc[:700]
+    sub = sub[~sub.duplicated(subset=cols)]
+    path = tmp_path_factory.mktemp("grants") / "grants_sub.csv"
+    sub.to_csv(path, index=False)
+    return path

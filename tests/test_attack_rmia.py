@@ -19,9 +19,6 @@ from mptool.attacks.protocol import AttackOptions, run_attack
 from mptool.attacks.shadows import rng_for
 from mptool.inputs.prepare import prepare
 
-GRANTS = Path("/work/shared/datasets/grants.csv.gz")
-
-
 # ----------------------------------------------------------------- an independent implementation
 
 
@@ -178,20 +175,6 @@ def test_model_that_ignores_its_input_is_at_chance(numeric_csv: Path) -> None:
         assert iv["low"] <= 0.5 <= iv["high"], (name, m["auc"], iv)
         assert abs(m["auc"] - 0.5) < 0.05 and abs(m["accuracy"] - 0.5) <= 0.05, name
         assert m["reference_models"] == 12 and m["references"] == "shadow pool"
-
-
-@pytest.fixture(scope="module")
-def grants_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not GRANTS.exists():
-        pytest.skip("grants.csv.gz not available")
-    df = pd.read_csv(GRANTS, nrows=700)
-    binary = [c for c in df.columns if c != "class" and df[c].dtype != object and df[c].nunique() == 2]
-    cols = df[binary].mean().sort_values(ascending=False).index[:300].tolist()
-    sub = df[[*cols, "class"]].iloc[:700]
-    sub = sub[~sub.duplicated(subset=cols)]
-    path = tmp_path_factory.mktemp("grants") / "grants_sub.csv"
-    sub.to_csv(path, index=False)
-    return path
 
 
 def test_nearest_neighbour_memoriser_is_caught(grants_csv: Path) -> None:

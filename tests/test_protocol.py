@@ -16,9 +16,6 @@ from mptool.inputs.models import fit, proba_in
 from mptool.inputs.prepare import prepare
 from mptool.privacy.calibration import bin_probabilities
 
-GRANTS = Path("/work/shared/datasets/grants.csv.gz")
-
-
 _quiet = quiet_progress
 _spec = attack_spec
 
@@ -46,20 +43,6 @@ def test_prior_only_model_gives_every_attack_baseline_accuracy(numeric_csv: Path
     assert set(pooled.attacks) == {"untargeted", "distance", "frequency", "threshold", "lira", "lira_offline",
                                    "rmia", "rmia_offline"}
     assert pooled.attacks["untargeted"]["n_attacks"] == 2000
-
-
-@pytest.fixture(scope="module")
-def grants_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not GRANTS.exists():
-        pytest.skip("grants.csv.gz not available")
-    df = pd.read_csv(GRANTS, nrows=700)
-    binary = [c for c in df.columns if c != "class" and df[c].dtype != object and df[c].nunique() == 2]
-    cols = df[binary].mean().sort_values(ascending=False).index[:300].tolist()
-    sub = df[[*cols, "class"]].iloc[:700]
-    sub = sub[~sub.duplicated(subset=cols)]
-    path = tmp_path_factory.mktemp("grants") / "grants_sub.csv"
-    sub.to_csv(path, index=False)
-    return path
 
 
 def test_nearest_neighbour_memoriser_is_caught_by_targeted_attacks(grants_csv: Path) -> None:
