@@ -95,8 +95,10 @@ def tradeoff_svg(table: pd.DataFrame, doc: dict[str, Any]) -> str:
     """The privacy-utility plot: max PDTP against accuracy per setting, Pareto front, target line."""
     x = table["accuracy"].to_numpy(float)
     y = table["max_pdtp"].to_numpy(float)
-    front = pareto_front(y, x)
+    usable = table["recommendable"].astype(bool).to_numpy() if "recommendable" in table else np.ones(len(x), bool)
+    front = np.zeros(len(x), dtype=bool)  # the front of the settings one may adopt (not a temperature, not removal)
+    front[usable] = pareto_front(y[usable], x[usable])
     rec = doc.get("recommended") if isinstance(doc.get("recommended"), dict) else None
     best = None if rec is None else rec.get("setting")
     return plots.tradeoff_plot(x, y, table["family"].astype(str).tolist(), table["setting"].astype(str).tolist(),
-                               front, number(doc.get("target")) or 1.0, best)
+                               front, number(doc.get("target")) or 1.0, best, usable)

@@ -252,16 +252,32 @@ def tradeoff_plot(
     front: Sequence[bool],
     target: float,
     recommended: str | None,
+    usable: Sequence[bool] | None = None,
 ) -> str:
-    """Privacy-utility trade-off of ``mptool mitigate``: max PDTP against accuracy, Pareto front, target line."""
+    """Privacy-utility trade-off of ``mptool mitigate``: max PDTP against accuracy, Pareto front, target line.
+
+    Settings that are not ``usable`` (a temperature alone, removal) are drawn hollow: they are
+    shown, but they are not on the front and are never recommended.
+    """
     plt = _pyplot()
     x, y, on = np.asarray(accuracy, float), np.asarray(max_pdtp, float), np.asarray(front, bool)
+    ok = np.ones(len(x), bool) if usable is None else np.asarray(usable, bool)
     with plt.rc_context(_RC):
         fig, axes = _figure(size=(9.0, 4.2))
         ax = axes[0, 0]
-        for fam in dict.fromkeys(families):
-            idx = [i for i, f in enumerate(families) if f == fam]
-            ax.scatter(x[idx], y[idx], marker=_FAMILY_MARKERS.get(fam, "o"), s=40, alpha=0.85, label=fam)
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for k, fam in enumerate(dict.fromkeys(families)):
+            idx = np.array([i for i, f in enumerate(families) if f == fam])
+            marker, color = _FAMILY_MARKERS.get(fam, "o"), colors[k % len(colors)]
+            filled, hollow = idx[ok[idx]], idx[~ok[idx]]
+            if len(filled):
+                ax.scatter(x[filled], y[filled], marker=marker, s=40, alpha=0.85, color=color, label=fam)
+            if len(hollow):
+                ax.scatter(x[hollow], y[hollow], marker=marker, s=40, facecolors="none", edgecolors=color,
+                           label=None if len(filled) else fam)
+        if not ok.all():
+            ax.scatter([], [], marker="o", s=40, facecolors="none", edgecolors=GREY,
+                       label="hollow: not recommendable (temperature alone, removal)")
         order = np.argsort(x[on])
         ax.plot(x[on][order], y[on][order], color=GREY, linewidth=1.0, linestyle=":", label="Pareto front")
         ax.axhline(target, color=RED, linestyle="--", linewidth=1.2, label=f"target {target:g} (DTP-1 at 1)")
