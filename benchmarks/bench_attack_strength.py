@@ -37,17 +37,12 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from mptool.attacks import lira as lira_mod
 from mptool.attacks.metrics import tpr_at_fpr
-from mptool.attacks.protocol import (
-    AttackOptions,
-    Draw,
-    Evidence,
-    Run,
-    TargetOutputs,
-    draw_candidates,
-    parse_attacks,
-    run_attacks,
-    train_targets,
-)
+from mptool.attacks.protocol import AttackOptions, parse_attacks
+from mptool.attacks.protocol.adapters import run_attacks
+from mptool.attacks.protocol.draw import Draw, draw_candidates
+from mptool.attacks.protocol.evidence import Evidence
+from mptool.attacks.protocol.state import Run
+from mptool.attacks.protocol.targets import TargetOutputs, train_targets
 from mptool.attacks.shadows import ShadowPool, train_pool
 from mptool.inputs.bundled import ADULT_CSV
 from mptool.inputs.prepare import prepare

@@ -34,17 +34,12 @@ import numpy as np
 
 from mptool.attacks.intervals import Attempts, bootstrap_intervals, resample_stats
 from mptool.attacks.metrics import binary_metrics
-from mptool.attacks.protocol import (
-    AttackOptions,
-    Draw,
-    Evidence,
-    Run,
-    TargetOutputs,
-    attack_lira,
-    attack_rmia,
-    draw_candidates,
-    train_targets,
-)
+from mptool.attacks.protocol import AttackOptions
+from mptool.attacks.protocol.adapters import attack_lira, attack_rmia
+from mptool.attacks.protocol.draw import Draw, draw_candidates
+from mptool.attacks.protocol.evidence import Evidence
+from mptool.attacks.protocol.state import Run
+from mptool.attacks.protocol.targets import TargetOutputs, train_targets
 from mptool.attacks.shadows import ShadowPool, rng_for, train_pool
 from mptool.inputs.bundled import ADULT_CSV
 from mptool.inputs.prepare import prepare

@@ -67,20 +67,12 @@ from threadpoolctl import threadpool_limits
 from mptool.attacks import ATTACK_CHOICES, RESULT_NAMES
 from mptool.attacks.intervals import TAG_BOOTSTRAP, bootstrap_intervals
 from mptool.attacks.metrics import binary_metrics
-from mptool.attacks.protocol import (
-    AttackOptions,
-    Draw,
-    Evidence,
-    Run,
-    TargetOutputs,
-    attack_lira,
-    attack_threshold,
-    attack_untargeted,
-    draw_candidates,
-    gather_evidence,
-    per_target_attack,
-    train_targets,
-)
+from mptool.attacks.protocol import AttackOptions
+from mptool.attacks.protocol.adapters import attack_lira, attack_threshold, attack_untargeted, per_target_attack
+from mptool.attacks.protocol.draw import Draw, draw_candidates
+from mptool.attacks.protocol.evidence import Evidence, gather_evidence
+from mptool.attacks.protocol.state import Run
+from mptool.attacks.protocol.targets import TargetOutputs, train_targets
 from mptool.attacks.shadows import rng_for
 from mptool.attacks.targeted import distance, frequency
 from mptool.inputs.bundled import ADULT_CSV, config

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from mptool.runtime.version import __version__
 
 _API = ("pdtp", "attack", "reduce_dtp", "PdtpResult", "AttackResult", "ReduceResult", "as_spec")
 _MITIGATE = ("mitigate", "MitigateResult")

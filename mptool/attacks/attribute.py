@@ -295,23 +295,6 @@ def describe(sens: Sensitive) -> dict[str, Any]:
             "prior": "frequencies of the candidates over every usable row of the data (Pr over D)"}
 
 
-def summary_line(m: dict[str, Any]) -> str:
-    """The terminal line of attribute inference: accuracy on members / non-members, both advantages, intervals."""
-    iv = m.get("attribute_intervals") or {}
-
-    def span(key: str) -> str:
-        v = iv.get(key) or {}
-        return "n/e" if v.get("low") is None else f"{v['low']:.3f} to {v['high']:.3f}"
-
-    return (
-        f"attribute inference of '{ui.excerpt(m['column'], 40)}' ({m['candidates']} values): right on "
-        f"{m['inference_accuracy_members']:.3f} of member and {m['inference_accuracy_nonmembers']:.3f} of "
-        f"non-member attempts; advantage (Yeom Def. 5) {m['attribute_advantage']:.3f} "
-        f"[95% {span('attribute_advantage')}]; over the prior-only baseline "
-        f"({m['baseline_accuracy']:.3f}) {m['advantage_over_baseline']:+.3f} [95% {span('advantage_over_baseline')}]"
-    )
-
-
 def value_label(sens: Sensitive, index: int) -> Any:
     """Candidate ``index`` as written to attribute.csv: the category or value, or the bin as '[low, high)'."""
     if sens.kind in ("categorical", "numeric values"):

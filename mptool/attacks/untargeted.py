@@ -25,9 +25,6 @@ from sklearn.neural_network import MLPClassifier
 from mptool.inputs.data import Schema
 from mptool.runtime.signals import guard_fit
 
-#: ``--untargeted-features``: what the attack classifier sees besides y and q.
-UNTARGETED_FEATURES = ("auto", "xyq", "yq")
-
 
 def resolve_features(choice: str, synthetic: bool) -> str:
     """``xyq`` or ``yq`` for ``--untargeted-features`` ``choice``.

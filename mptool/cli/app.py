@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 import typer
 
-from mptool import __version__
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
+from mptool.runtime.version import __version__
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 = DTP-1 holds (no record above the threshold); 1 = violation; "

@@ -258,7 +258,7 @@ def finish_attack(
 ) -> int:
     """After the run: attack.csv, attack.json, attempts.csv (attribute.csv, junit.xml), the result
     lines, the gates, and the exit code (1 when a gate is exceeded or cannot decide: it fails closed)."""
-    from mptool.attacks.protocol import summary_lines
+    from mptool.outputs.attack_text import summary_lines
     from mptool.outputs.formats import OutputFile, records_for_json, write_files
 
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}

@@ -199,10 +199,12 @@ def check_trained(path: object | None, flag: str = "--trained") -> None:
         raise InputError(f"{flag} {path}: {what}; give the model file saved with skops.io.dump")
 
 
+#: --untargeted-features choices (:mod:`mptool.attacks.untargeted`).
+UNTARGETED_FEATURES = ("auto", "xyq", "yq")
+
+
 def check_untargeted_features(value: str, flag: str = "--untargeted-features") -> None:
     """``--untargeted-features``: ``auto``, ``xyq`` (Long et al.) or ``yq`` (Shokri et al.)."""
-    from mptool.attacks.untargeted import UNTARGETED_FEATURES
-
     if not isinstance(value, str) or value not in UNTARGETED_FEATURES:
         shown = str(value) if len(str(value)) <= 40 else str(value)[:40] + "..."
         raise InputError(f"{flag} must be one of {', '.join(UNTARGETED_FEATURES)} (got {shown!r})")

@@ -20,8 +20,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mptool import __version__
 from mptool.runtime import ui
+from mptool.runtime.version import __version__
 
 #: Longest failure message attribute (the full text is in the element body).
 MESSAGE_LIMIT = 300

@@ -25,10 +25,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from mptool import __version__
 from mptool.runtime import lock as run_lock
 from mptool.runtime.errors import InputError
 from mptool.runtime.lock import LOCK_NAME
+from mptool.runtime.version import __version__
 
 #: Libraries whose versions go into every manifest.
 TRACKED_PACKAGES = ("numpy", "pandas", "scikit-learn", "scipy", "joblib", "pydantic", "typer")

@@ -42,11 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from mptool import __version__
 from mptool.outputs.results import CHECKPOINT_DIR, write_atomic
 from mptool.runtime import chunkfile, signals, ui
 from mptool.runtime.chunkfile import ChunkError, canonical
 from mptool.runtime.errors import InputError
+from mptool.runtime.version import __version__
 
 #: Run options that only change how (not what) is computed: ignored in the key.
 EXECUTION_ONLY = frozenset({"jobs", "backend", "scheduler", "threshold", "quiet", "force", "resume"})

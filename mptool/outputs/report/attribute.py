@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mptool.outputs.report.context import fmt
 from mptool.outputs.report.loader import ReportInputs
+from mptool.outputs.report.values import fmt
 from mptool.runtime import ui
 
 #: (label, key in attack.json's attacks.attribute, key of its interval in attribute_intervals)

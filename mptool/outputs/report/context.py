@@ -16,11 +16,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import yaml
 
-from mptool import __version__
+from mptool.outputs.report.attribute import attribute_block
 from mptool.outputs.report.loader import (
     PRODUCER,
     RESULT_FILES,
@@ -29,12 +28,13 @@ from mptool.outputs.report.loader import (
     attack_accuracy_columns,
     lookup,
     norm_key,
-    number,
     spec_of,
     summary_of,
 )
 from mptool.outputs.report.mitigation import mitigation_block
+from mptool.outputs.report.values import fmt, number
 from mptool.runtime import ui
+from mptool.runtime.version import __version__
 
 #: attack.json metric columns shown first, with the key spellings accepted for each.
 ATTACK_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -61,25 +61,6 @@ _NOT_METRICS = {
     "pearsonrho",
     "spearmanrho",
 }
-
-
-def fmt(value: Any, digits: int | None = 4) -> str:
-    """A value for display: floats with ``digits`` decimals (``None``: as short as exact enough,
-    integral floats as integers), integers as integers, booleans as yes/no, missing as '—'."""
-    if value is None or (not isinstance(value, str | dict | list) and bool(pd.isna(value))):
-        return "—"
-    if isinstance(value, bool | np.bool_):
-        return "yes" if value else "no"
-    if isinstance(value, int | np.integer):
-        return str(int(value))
-    if isinstance(value, float | np.floating):
-        x = float(value)
-        if not np.isfinite(x):
-            return "—"
-        if digits is None:
-            return str(int(x)) if x.is_integer() and abs(x) < 1e15 else f"{x:.6g}"
-        return f"{x:.{digits}f}"
-    return str(value)
 
 
 def fmt_p(value: Any) -> str:
@@ -598,8 +579,6 @@ def build_context(inputs: ReportInputs, top: int = 20, show_values: bool = False
     missing_commands = [
         PRODUCER[kind] for kind, names in RESULT_FILES.items() if all(n in inputs.missing for n in names)
     ]
-    from mptool.outputs.report.attribute import attribute_block  # it imports fmt from here
-
     spec = spec_of(inputs)
     label = spec.get("data", {}).get("label") if isinstance(spec, dict) else None
     return {

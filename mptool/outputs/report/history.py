@@ -20,10 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from mptool import __version__
 from mptool.inputs.baseline import PreviousRun, load_run
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
+from mptool.runtime.version import __version__
 
 #: Most run folders read (the oldest beyond are left out, with a note).
 MAX_RUNS = 1000

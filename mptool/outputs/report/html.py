@@ -17,9 +17,10 @@ import pandas as pd
 
 from mptool.outputs.report import plots
 from mptool.outputs.report.context import best_prefix, build_context
-from mptool.outputs.report.loader import ReportInputs, attack_accuracy_columns, lookup, number, summary_of
+from mptool.outputs.report.loader import ReportInputs, attack_accuracy_columns, lookup, summary_of
 from mptool.outputs.report.mitigation import tradeoff_svg
 from mptool.outputs.report.templating import environment
+from mptool.outputs.report.values import number
 from mptool.runtime import ui
 
 

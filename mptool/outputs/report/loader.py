@@ -10,7 +10,6 @@ so a small change in those writers degrades a section of the report instead of f
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.data import file_sha256, read_csv
+from mptool.outputs.report.values import number
 from mptool.runtime.errors import InputError
 
 #: The result files a report can use, per producing command.
@@ -87,17 +87,6 @@ class ReportInputs:
 def norm_key(key: str) -> str:
     """Key spelling without case and punctuation: 'TPR@1%FPR' -> 'tpr1fpr'."""
     return "".join(ch for ch in str(key).lower() if ch.isalnum())
-
-
-def number(value: Any) -> float | None:
-    """A finite float, or None for anything else (None, NaN, strings, bools)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
 
 
 def lookup(doc: Any, *names: str) -> Any:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.outputs.report import plots
-from mptool.outputs.report.loader import number
+from mptool.outputs.report.values import number
 
 FILES = ("mitigate.csv", "mitigate.json")
 #: Columns of the report's table (mitigate.csv's names) and their headings.

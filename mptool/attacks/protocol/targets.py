@@ -1,0 +1,136 @@
+"""Phase 3, train targets (Long et al. 5.4, steps 2-3): A(D1) and A(D2) in every iteration with
+their binned outputs on the targets, and the PDTP of each target while it is a member."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mptool.attacks.protocol.draw import Draw
+from mptool.attacks.protocol.state import Run
+from mptool.inputs.models import fit, proba_in
+from mptool.loo import LooRequest
+from mptool.privacy.calibration import bin_probabilities
+from mptool.privacy.dtp import pdtp_of
+from mptool.runtime.parallel import chunk_positions, run_tasks
+
+
+def target_chunk(
+    template: Any,
+    X: pd.DataFrame,
+    y: np.ndarray,
+    classes: np.ndarray,
+    in_first: np.ndarray,
+    targets: np.ndarray,
+    bin_size: float,
+    y_idx: np.ndarray | None = None,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
+    """Fit A(D1) and A(D2) for each split row of ``in_first``: binned outputs on the targets, train/test
+    accuracy, and with ``y_idx`` (class index per record of D) the binned true-label probability on all of D."""
+    out = []
+    for mask in in_first:
+        q = np.empty((2, len(targets), len(classes)))
+        p_all = None if y_idx is None else np.empty((2, len(y)))
+        train_acc, test_acc = np.empty(2), np.empty(2)
+        for h, half in enumerate((mask, ~mask)):
+            model = fit(template, X.iloc[np.flatnonzero(half)], y[half])
+            q[h] = bin_probabilities(proba_in(model, X.iloc[targets], classes), bin_size)
+            if p_all is not None:
+                every = bin_probabilities(proba_in(model, X, classes), bin_size)
+                p_all[h] = every[np.arange(len(y)), y_idx]
+            pred = model.predict(X)
+            train_acc[h] = np.mean(pred[half] == y[half])
+            test_acc[h] = np.mean(pred[~half] == y[~half])
+        out.append((q, train_acc, test_acc, p_all))
+    return out
+
+
+@dataclass(frozen=True)
+class TargetOutputs:
+    """Phase 2 (Long et al. 5.4, step 2): the target models' binned outputs on the targets."""
+
+    q: np.ndarray  # (iterations, 2, targets, classes): A(D1) then A(D2)
+    member: np.ndarray  # (iterations, 2, targets) bool: the target is in that model's training half
+    train_accuracy: float
+    test_accuracy: float
+    p_all: np.ndarray | None = None  # (iterations, 2, |D|): true-label probability on all of D (rmia only)
+
+
+def train_targets(run: Run, draw: Draw) -> TargetOutputs:
+    """Fit A(D1) and A(D2) in every iteration and record their binned outputs on the targets
+    (Long et al. 5.4, step 2: each target is once a member and once not per iteration)."""
+    o, D = run.options, draw.D
+    t0 = time.perf_counter()
+    y_full = draw.y_idx if "rmia" in o.attacks else None  # rmia also needs every record's output (its z)
+    chunks = chunk_positions(np.arange(o.iterations), run.jobs, per_job=1)
+    with run.progress(o.iterations, "target models") as advance:
+        parts = run_tasks(
+            target_chunk,
+            (
+                (run.prep.template, D.X, D.y, draw.classes, draw.in_first[c], draw.tpos, run.bin_size, y_full)
+                for c in chunks
+            ),
+            jobs=run.jobs,
+            backend=o.backend,
+            on_result=lambda r: advance(len(r)),
+        )
+    flat = [r for part in parts for r in part]
+    first = draw.in_first[:, draw.tpos]
+    run.fits["target"] = 2 * o.iterations
+    run.timings["target_models_s"] = time.perf_counter() - t0
+    return TargetOutputs(
+        q=np.stack([r[0] for r in flat]),
+        member=np.stack([np.stack([first[i], ~first[i]]) for i in range(o.iterations)]),
+        train_accuracy=float(np.mean([r[1] for r in flat])),
+        test_accuracy=float(np.mean([r[2] for r in flat])),
+        p_all=None if y_full is None else np.stack([r[3] for r in flat]),
+    )
+
+
+@dataclass(frozen=True)
+class PdtpMeasure:
+    """Mean PDTP of each target while a member (Long et al. 5.4, step 3; PDTP of section 4)."""
+
+    mean: np.ndarray  # (targets,) NaN where not measured
+    count: np.ndarray  # (targets,) measurements averaged
+    iterations: int
+    engine: str | None
+
+
+def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
+    """PDTP of each target while a member, averaged over the first ``pdtp_iterations``
+    iterations (Long et al. 5.4, step 3): one leave-one-out per iteration on its half."""
+    o, D, bin_size = run.options, draw.D, run.bin_size
+    t0 = time.perf_counter()
+    total, count = np.zeros(o.targets), np.zeros(o.targets, dtype=int)
+    n_pdtp = min(o.pdtp_iterations, o.iterations)
+    engine_name = None
+    if engine is not None and n_pdtp:
+        with run.progress(n_pdtp * o.targets, f"PDTP leave-one-out ({engine.name})") as advance:
+            for i in range(n_pdtp):
+                for half in (draw.in_first[i], ~draw.in_first[i]):
+                    half_idx = np.flatnonzero(half)
+                    which = np.flatnonzero(half[draw.tpos])
+                    if not which.size:
+                        continue
+                    Th = D.take(half_idx)
+                    positions = np.searchsorted(half_idx, draw.tpos[which]).astype(np.int64)
+                    model = fit(run.prep.template, Th.X, Th.y)
+                    req = LooRequest(
+                        run.prep.spec, run.prep.template, Th, model, draw.classes, positions, run.jobs, o.backend
+                    )
+                    res = engine.run(req, advance)
+                    engine_name = res.engine
+                    vals = pdtp_of(res.p_full, res.p_loo, bin_size)
+                    total[which] += vals.pdtp
+                    count[which] += 1
+        run.fits["pdtp_full"] = 2 * n_pdtp
+        run.fits["pdtp_leave_one_out_records"] = int(count.sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    run.timings["pdtp_s"] = time.perf_counter() - t0
+    return PdtpMeasure(mean, count, n_pdtp, engine_name)
