@@ -19,7 +19,7 @@ make sure nothing computed after the signal is saved or used:
 2. :func:`guard_fit` turns scikit-learn's "Training interrupted by user" warning into
    :class:`Interrupted`: a fit whose ``KeyboardInterrupt`` was swallowed, by whatever route,
    raises instead of returning a half-trained model.
-3. Worker processes of the loky backend ignore SIGINT (:func:`leave_to_main_process`). A
+3. Worker processes of the loky backend ignore SIGINT and SIGHUP (:func:`leave_to_main_process`). A
    Ctrl-C in a terminal reaches the whole process group; the main process alone decides, and
    joblib kills the workers while the interrupt unwinds, so a worker never swallows it.
 4. :func:`deferred` holds the interrupt back until a short critical section (saving one
@@ -181,7 +181,7 @@ def shielded() -> bool:
 
 
 def leave_to_main_process(parent_pid: int) -> None:
-    """In a worker process, ignore SIGINT: the main process handles it and stops the workers.
+    """In a worker process, ignore SIGINT and SIGHUP: the main process handles them and stops the workers.
 
     Without this, a Ctrl-C typed in a terminal (sent to the whole process group) would raise
     KeyboardInterrupt inside the worker's fit, which scikit-learn's MLP swallows, and the
@@ -191,8 +191,9 @@ def leave_to_main_process(parent_pid: int) -> None:
     """
     if os.getpid() == parent_pid or threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGINT, getattr(signal, "SIGHUP", None)):  # SIGHUP too reaches the whole group
+        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 @contextmanager
