@@ -20,7 +20,8 @@ from mptool.runtime.version import __version__
 EXIT_CODES_HELP = (
     "Exit codes: 0 = DTP-1 holds (no record above the threshold); 1 = violation; "
     "2 = bad input or usage; 3 = unexpected internal error (rerun with --debug for a traceback); "
-    "130 = interrupted (Ctrl-C); 143 = terminated (SIGTERM); rerun with --resume --out DIR to continue."
+    "130 = interrupted (Ctrl-C); 143 = terminated (SIGTERM); 129 = hung up (SIGHUP); "
+    "rerun with --resume --out DIR to continue."
 )
 
 app = typer.Typer(

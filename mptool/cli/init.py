@@ -11,7 +11,7 @@ import typer
 
 from mptool.cli.app import app
 from mptool.runtime import ui
-from mptool.runtime.errors import EXIT_OK
+from mptool.runtime.errors import EXIT_OK, InputError
 
 INIT_EPILOG = "Exit codes: 0 = the spec is printed; 2 = the file cannot be read (one error line)."
 
@@ -62,15 +62,30 @@ def spec_text(path: Path, st) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _header_flag(value: str | None) -> bool | None:
+    """``--header true|false`` as a bool (None when not given); InputError for anything else."""
+    if value is None:
+        return None
+    choice = {"true": True, "false": False}.get(value.strip().lower())
+    if choice is None:
+        raise InputError(f"--header {ui.quoted(ui.excerpt(value, 40))}: give true or false")
+    return choice
+
+
 @app.command(epilog=INIT_EPILOG)
 def init(
     data: Annotated[Path, typer.Argument(help="Dataset (CSV, CSV.gz or Parquet).")],
     label: Annotated[str | None, typer.Option(help="The label column (guessed when not given).")] = None,
+    header: Annotated[
+        str | None, typer.Option(help="Whether the first line holds the column names: true or false (guessed "
+                                      "when not given).")
+    ] = None,
 ) -> int:
     """Print a commented starter spec for DATA: mptool init data.csv --label y > spec.yaml
 
     Detects how the file is read (separator, header row, encoding, decimal mark, spaces after
-    separators, missing-value markers), guesses the label (--label, a column named label,
+    separators, missing-value markers; --header true|false says whether the first line holds
+    the column names), guesses the label (--label, a column named label,
     class, target, income, y or outcome, else the last column), and chooses an estimator
     with an exact leave-one-out engine: categorical_nb for mostly categorical data (numeric
     columns as categories or cut at quantile edges), logistic_regression otherwise. The spec
@@ -79,7 +94,7 @@ def init(
     from mptool.inputs.sniff import starter
     from mptool.inputs.spec import parse_spec, read_yaml
 
-    st = starter(data, label)
+    st = starter(data, label, _header_flag(header))
     text = spec_text(data, st)
     parse_spec(read_yaml(text, "the starter spec"), "the starter spec")  # what init prints must load
     sys.stdout.write(text)
@@ -87,6 +102,8 @@ def init(
     for note in st.notes:
         ui.info(f"note: {note}")
     arg = shlex.quote(str(data))  # the commands are copied into a shell: a name like 'x.csv; rm ...' stays one word
-    ui.info(f"next: mptool init {arg} > spec.yaml (review it), then mptool check {arg} --model spec.yaml, "
+    flags = "".join(f" --{name} {shlex.quote(value)}" for name, value in (("label", label), ("header", header))
+                    if value is not None)
+    ui.info(f"next: mptool init {arg}{flags} > spec.yaml (review it), then mptool check {arg} --model spec.yaml, "
             f"then mptool pdtp {arg} --model spec.yaml")
     return EXIT_OK

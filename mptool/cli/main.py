@@ -1,11 +1,13 @@
 """Console-script entry point: run the typer app and map every outcome to an exit code.
 
-0 pass, 1 finding, 2 bad input or usage (one ``mptool: error:`` line), 3 internal error,
-130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM); see ``mptool.runtime.signals``.
+0 pass, 1 finding, 2 bad input or usage (one ``mptool: error:`` line; also a full disk), 3 internal
+error, 129 hung up (SIGHUP), 130 interrupted (SIGINT, Ctrl-C), 143 terminated (SIGTERM); see
+``mptool.runtime.signals``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 
@@ -29,11 +31,13 @@ from mptool.runtime import signals, ui
 from mptool.runtime.errors import (
     EXIT_BAD_INPUT,
     EXIT_FINDING,
+    EXIT_HANGUP,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINATED,
     InputError,
+    is_no_space,
 )
 
 
@@ -62,7 +66,7 @@ def _late_signal(code: int | None) -> int:
     """The exit code once the command has returned ``code``, given a signal it did not raise."""
     code = code if isinstance(code, int) else EXIT_OK
     late = signals.received()
-    if late is None or code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+    if late is None or code in (EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED):
         return code
     name = signals.signal_name(late)
     if signals.shielded() and code in (EXIT_OK, EXIT_FINDING):
@@ -93,7 +97,13 @@ def _run(argv: list[str] | None) -> int | None:
     except InputError as exc:
         print(ui.error_line(exc), file=sys.stderr)
         code = EXIT_BAD_INPUT
-    except Exception as exc:  # noqa: BLE001 - last-resort mapping to exit 3
+    except Exception as exc:  # noqa: BLE001 - last-resort mapping to exit 3 (a full disk: exit 2)
+        if is_no_space(exc):  # a write outside write_atomic: the environment, not a bug
+            name = getattr(exc, "filename", None)
+            where = f"{os.path.dirname(os.path.abspath(str(name)))}: " if name else ""
+            print(ui.error_line(f"{where}no space left on the device (or the disk quota is used up); free space "
+                                "there or choose another folder, then run again"), file=sys.stderr)
+            return EXIT_BAD_INPUT
         if state["debug"]:
             traceback.print_exc()
         first = (f"{exc.__class__.__name__}: {exc}".splitlines() or [""])[0]

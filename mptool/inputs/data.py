@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,26 @@ def file_sha256(path: str | Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def check_distinct_names(names: list[str], where: str) -> None:
+    """InputError for duplicate column names, also those equal after Unicode NFKC normalisation.
+
+    ``ﬁ`` (a ligature) and ``fi``, or a composed and a decomposed ``é``, look the same on
+    screen and in a report; a spec naming one would silently use the other's column.
+    """
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise InputError(f"{where}: duplicate column name(s) {ui.listing(dups)}; rename them")
+    seen: dict[str, str] = {}
+    for name in names:
+        key = unicodedata.normalize("NFKC", name)
+        if key in seen:
+            raise InputError(
+                f"{where}: column names {ui.quoted(seen[key])} and {ui.quoted(name)} are the same text after "
+                "Unicode normalisation (NFKC: ligatures, composed and decomposed accents); rename one"
+            )
+        seen[key] = name
 
 
 def _unreadable(path: Path, exc: BaseException, header: bool = True) -> str:
@@ -296,6 +317,7 @@ def _header_names(path: Path, read: ReadSpec) -> list[str]:
         if bad:  # the same rule as names read from a header row
             raise InputError(f"{path}: data.read.header names column {ui.quoted(bad[0])}: a column name is "
                              "non-empty and has no control characters; rename it")
+        check_distinct_names(list(read.header), f"{path}: data.read.header")
         return list(read.header)
     numeric = [i for i, c in enumerate(cells) if looks_numeric(c)]
     if read.header is None and numeric:
@@ -309,9 +331,7 @@ def _header_names(path: Path, read: ReadSpec) -> list[str]:
         raise InputError(f"{path}: column name {ui.quoted(odd[0])} contains a control character; rename the column")
     if read.skip_spaces:
         cells = [c.lstrip(" ") for c in cells]
-    dups = sorted({n for n in cells if cells.count(n) > 1})
-    if dups:
-        raise InputError(f"{path}: duplicate column name(s) {ui.listing(dups)}; rename them")
+    check_distinct_names(cells, str(path))
     return cells
 
 
@@ -322,6 +342,7 @@ def read_parquet(path: Path, missing: tuple[str, ...] | list[str] = DEFAULT_MISS
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         raise InputError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
     try:
+        _check_parquet_size(path, pq.ParquetFile(path).metadata)
         table = pq.read_table(path)
         _plain_parquet_types(path, table.schema)
         df = table.to_pandas()
@@ -334,6 +355,30 @@ def read_parquet(path: Path, missing: tuple[str, ...] | list[str] = DEFAULT_MISS
         ) from None
     df = frame_columns(df, str(path), empty=f"{path}: the file has no data rows")
     return _frame_markers(df, list(missing))
+
+
+#: Bytes a Parquet cell takes at least once read into a DataFrame (a float64 or int64; text takes more).
+PARQUET_CELL_BYTES = 8
+
+
+def _check_parquet_size(path: Path, meta: Any) -> None:
+    """InputError when the Parquet footer says the file decodes to a decompression bomb, before any page is read.
+
+    The decoded size is the larger of the row groups' uncompressed size and rows x columns x
+    ``PARQUET_CELL_BYTES`` (run-length and dictionary encodings make a column of one repeated
+    value tiny even uncompressed, so the row count is what bounds the DataFrame). The rule is
+    the one for .csv.gz: more than ``BOMB_BYTES`` and more than ``BOMB_RATIO`` times the file's size.
+    """
+    packed = max(path.stat().st_size, 1)
+    rows, cols = int(meta.num_rows), int(meta.num_columns)
+    chunks = sum(int(meta.row_group(i).total_byte_size) for i in range(meta.num_row_groups))
+    decoded = max(chunks, rows * cols * PARQUET_CELL_BYTES)
+    if decoded > BOMB_BYTES and decoded > BOMB_RATIO * packed:
+        raise InputError(
+            f"{path}: its footer says {rows:,} rows x {cols} columns, at least {decoded:,} bytes once read, from "
+            f"{packed:,} bytes on disk (over {BOMB_RATIO} times its size): refused as a decompression bomb; "
+            "if it is real data, audit a sample of its rows"
+        )
 
 
 def _plain_parquet_types(path: Path, schema: Any) -> None:
@@ -366,9 +411,7 @@ def frame_columns(frame: pd.DataFrame, where: str = "data", empty: str | None = 
     odd = [n for n in names if ui.has_unsafe(n)]
     if odd:
         raise InputError(f"{where}: column name {ui.quoted(odd[0])} contains a control character; rename the column")
-    dups = sorted({n for n in names if names.count(n) > 1})
-    if dups:
-        raise InputError(f"{where}: duplicate column name(s) {ui.listing(dups)}; rename them")
+    check_distinct_names(names, where)
     df = frame.copy()
     df.columns = names
     return df.reset_index(drop=True)
@@ -528,6 +571,8 @@ def _feature(name: str, s: pd.Series, spec: Spec, where: str) -> tuple[Column, p
         why = "data.numeric"
     elif name in ds.categorical:
         s, numeric, why = _category_text(s) if numeric else s, False, "data.categorical"
+    elif not numeric and why == "text":
+        _refuse_stray_text(name, s, where)
     if spec.model.preprocess == "none" and not numeric:
         example = "" if why == "data.categorical" else s.dropna().iloc[0] if s.notna().any() else ""
         raise InputError(
@@ -549,6 +594,47 @@ def _feature(name: str, s: pd.Series, spec: Spec, where: str) -> tuple[Column, p
             "add it to data.drop or set it as data.id"
         )
     return Column(name, "categorical", categories=cats, has_missing=has_missing, why=why), text
+
+
+#: A text column whose non-missing cells are numbers but for at most this many (or ``STRAY_SHARE`` of them)...
+STRAY_CELLS = 5
+#: ... is taken for a numeric column with typos, and refused instead of read as categories.
+STRAY_SHARE = 0.01
+
+
+def stray_text(s: pd.Series) -> tuple[int, int] | None:
+    """(text cells, non-missing cells) when the column is numbers but for a few text cells, else None.
+
+    A few is at most ``STRAY_CELLS`` or ``STRAY_SHARE`` of the non-missing cells (and at most a
+    tenth). Cells that look like missing markers (``?``, ``NA``) do not count: :func:`_marker_hints`
+    speaks of those.
+    """
+    text = s.dropna()
+    if text.empty or pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
+        return None
+    cells = text.astype(str)
+    values = pd.Series(pd.unique(cells))  # each distinct text once
+    odd = set(values[pd.to_numeric(values, errors="coerce").isna()].tolist())
+    if not odd or odd <= _LIKELY_MARKERS or len(odd) == len(values):
+        return None
+    stray, n = int(cells.isin(odd).sum()), len(cells)
+    return (stray, n) if stray <= max(STRAY_CELLS, STRAY_SHARE * n) and stray <= 0.1 * n else None
+
+
+def _refuse_stray_text(name: str, s: pd.Series, where: str) -> None:
+    """InputError for a column of numbers with a few text cells (a typo such as ``4O``).
+
+    Read as it is, one such cell turns the column into categories (every distinct number one
+    category) without a word. The count is named, never the cells (they are data).
+    """
+    found = stray_text(s)
+    if found is not None:
+        raise InputError(
+            f"{where}: column '{name}' holds numbers except {found[0]} of its {found[1]} non-missing cells, which "
+            "are text, so it would be read as categories: fix those cells, list their text in "
+            "data.missing_values if it means missing, list the column in data.numeric (the error then names the "
+            "first such row) or in data.categorical to keep it as categories"
+        )
 
 
 def _numeric_column(name: str, s: pd.Series, where: str, why: str) -> tuple[Column, pd.Series]:

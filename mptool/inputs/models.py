@@ -74,6 +74,21 @@ def _allowed(path: str, allow_imports: tuple[str, ...]) -> bool:
     return any(path == m or path.startswith(m + ".") for m in (*DEFAULT_ALLOWED, *allow_imports))
 
 
+def _defined_in_allowed(path: str, cls: Any, allow_imports: tuple[str, ...]) -> bool:
+    """Whether the class ``cls``, imported as ``path``, is defined in the allowed package that ``path`` names.
+
+    ``lightgbm.LGBMClassifier`` (defined in ``lightgbm.sklearn``) passes under ``--allow-import
+    lightgbm``; a name the allowed module imports from elsewhere (``lightgbm.basic.getsize`` is
+    ``os.path.getsize``, a class of another package re-exported there) does not: ``--allow-import M``
+    trusts M's own code, not everything M can reach.
+    """
+    owner = getattr(cls, "__module__", None)
+    if not isinstance(owner, str):
+        return False
+    return any((path == m or path.startswith(m + ".")) and (owner == m or owner.startswith(m + "."))
+               for m in (*DEFAULT_ALLOWED, *allow_imports))
+
+
 def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...] = ()) -> EstimatorChoice:
     """Resolve ``model.estimator`` to a classifier class with predict_proba and checked params.
 
@@ -106,6 +121,11 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
         raise InputError(f"model.estimator '{name}': cannot import '{path}'; check the spelling") from None
     if not isinstance(cls, type) or not issubclass(cls, BaseEstimator):
         raise InputError(f"model.estimator '{name}' is not a scikit-learn estimator class")
+    if path == name and not _defined_in_allowed(path, cls, allow_imports):
+        raise InputError(
+            f"model.estimator '{name}' is a class that module imports from elsewhere, not one defined in it; "
+            "name the class where it is defined (--allow-import trusts a module's own classes only)"
+        )
     if cls is KNeighborsClassifier:  # same parameters; ties broken by (distance, row), not by sklearn's search
         cls = TieStableKNeighborsClassifier
     params = {**defaults, **model.params}

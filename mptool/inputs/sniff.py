@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from mptool.inputs.data import (
     is_parquet,
     looks_numeric,
     read_csv,
+    stray_text,
 )
 from mptool.inputs.spec import ReadSpec
 from mptool.runtime import ui
@@ -93,11 +95,58 @@ def _separator(lines: list[str]) -> str:
     return best
 
 
-def sniff_read(path: Path) -> Sniffed:
-    """Guess ``data.read`` and ``data.missing_values`` for ``path`` from its first bytes."""
+_INTEGER = re.compile(r"^[-+]?[0-9]+$")
+
+
+def _stands_out(cell: str, column: list[str]) -> bool:
+    """Whether the whole number ``cell`` is unlike the rest of its column: text or decimals below it, or out of range.
+
+    ``column`` holds the column's other non-empty cells (missing markers left out).
+    """
+    if not column:
+        return False
+    if not all(_INTEGER.match(c) for c in column):
+        return True  # a whole number over text or decimals: a name (e.g. a year) over measurements
+    values = [int(c) for c in column]
+    return not min(values) <= int(cell) <= max(values)
+
+
+def header_row(first: list[str], body: list[list[str]]) -> tuple[bool, str | None]:
+    """Whether the first line holds column names, and a note when some of them are numbers.
+
+    Names without a number are a header. A line of numbers is one too when it is the column
+    numbers ``0, 1, ..., N-1`` (N >= 3), or when its cells are distinct, every number among
+    them is whole, and each stands out from the rest of its column (:func:`_stands_out`:
+    ``2019,2020,2021,label`` over measurements). Otherwise it is data.
+    """
+    cells = [c.strip() for c in first]
+    numbers = [j for j, c in enumerate(cells) if looks_numeric(c)]
+    if not numbers:
+        return True, None
+    if not body or len(set(cells)) != len(cells) or not all(_INTEGER.match(cells[j]) for j in numbers):
+        return False, None
+    if len(cells) >= 3 and cells == [str(i) for i in range(len(cells))]:
+        return True, ("the first line is the column numbers 0, 1, ..., N-1: read as the header (the columns keep "
+                      "those names); pass --header false if it is a record")
+    for j in numbers:
+        column = [r[j].strip() for r in body if j < len(r)]
+        if not _stands_out(cells[j], [c for c in column if c and c not in LIKELY_MARKERS]):
+            return False, None
+    return True, (f"the first line's {len(numbers)} whole number(s) are distinct and unlike the values below them "
+                  "(years or column numbers?): read as the header; pass --header false if it is a record")
+
+
+def sniff_read(path: Path, header: bool | None = None) -> Sniffed:
+    """Guess ``data.read`` and ``data.missing_values`` for ``path`` from its first bytes.
+
+    ``header`` (``init --header``) says whether the first line is a header instead of guessing.
+    """
     check_path(path)
     if is_parquet(path):
-        return Sniffed({}, [""], ["Parquet file: column names and types come from the file"])
+        notes = ["Parquet file: column names and types come from the file"]
+        if header is not None:
+            notes.append("--header is for CSV files; a Parquet file always names its columns")
+        return Sniffed({}, [""], notes)
     blob, whole = _head_text(path)
     if not blob.strip():
         raise InputError(f"{path}: the file is empty; it needs data rows")
@@ -115,7 +164,9 @@ def sniff_read(path: Path) -> Sniffed:
     cells = [c for r in rows[1:] for c in r[1:]]
     skip = bool(cells) and sum(c.startswith(" ") for c in cells) > 0.5 * len(cells)
     first = [c.strip() if skip else c for c in rows[0]]
-    header = not any(looks_numeric(c) for c in first)
+    guessed, note = header_row(first, [[c.strip() if skip else c for c in r] for r in rows[1:]])
+    given = header is not None
+    header = guessed if header is None else header
     body = [[c.strip() if skip else c for c in r] for r in (rows[1:] if header else rows)]
     decimal = "."
     if sep != "," and sum(bool(pd.Series(r).str.fullmatch(r"-?[0-9]+,[0-9]+").any()) for r in body[:200]) > 0:
@@ -123,8 +174,13 @@ def sniff_read(path: Path) -> Sniffed:
     read = {"separator": sep, "header": header, "encoding": encoding, "decimal": decimal, "skip_spaces": skip}
     markers = [""] + _markers(body)
     notes = []
-    if not header:
-        notes.append("the first line looks like data (it has numbers): header false, columns named 0, 1, 2, ...")
+    if given:
+        notes.append(f"header {'true' if header else 'false'}, as --header says")
+    elif not header:
+        notes.append("the first line looks like data (it has numbers): header false, columns named 0, 1, 2, ...; "
+                     "pass --header true if it holds the column names")
+    elif note:
+        notes.append(note)
     return Sniffed(read, markers, notes)
 
 
@@ -203,9 +259,10 @@ def check_usable(label: str, y: pd.Series, kept: list[str]) -> None:
                          "is none): nothing to train on")
 
 
-def starter(path: Path, label: str | None) -> Starter:
-    """Read ``path`` with the guessed options and choose the label, column kinds and an estimator."""
-    sniffed = sniff_read(path)
+def starter(path: Path, label: str | None, header: bool | None = None) -> Starter:
+    """Read ``path`` with the guessed options (``header``: as ``init --header`` says) and choose the label,
+    column kinds and an estimator."""
+    sniffed = sniff_read(path, header)
     df = read_csv(path, sniffed.missing_values, ReadSpec(**sniffed.read) if sniffed.read else None)
     columns = [str(c) for c in df.columns]
     label, why = guess_label(columns, label)
@@ -218,6 +275,9 @@ def starter(path: Path, label: str | None) -> Starter:
     numeric = {c: pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in features}
     for c in features:
         distinct = df[c].nunique()
+        if not numeric[c] and (stray := stray_text(df[c])) is not None:
+            notes.append(f"column '{c}' holds numbers except {stray[0]} text cell(s): mptool check refuses it until "
+                         "they are fixed, listed in data.missing_values, or the column is declared")
         if not numeric[c] and distinct > MAX_CATEGORIES:
             drop.append(c)
             kinds[c] = f"dropped: text with {distinct} distinct values (an identifier or free text?)"

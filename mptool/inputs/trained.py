@@ -8,8 +8,9 @@ p_{A(T)}(y|x_t) in the PDTP of each record (Long et al., Definition 4.3).
 Never pickle: unpickling runs whatever code the file names (``__reduce__``), so a model file
 from a colleague, a registry or a pull request could run anything on the auditor's machine.
 skops reads a zip of JSON and arrays and builds only types it is told to trust; mptool trusts
-scikit-learn's and its own types, and modules named with ``--allow-import``. Any other type
-in the file is refused, named, before anything is built.
+scikit-learn's and its own types, and classes defined in modules named with ``--allow-import``,
+each only at the exact path where it is defined (never a function, nor a name a trusted module
+imports from elsewhere). Any other type in the file is refused, named, before anything is built.
 """
 
 from __future__ import annotations
@@ -52,33 +53,44 @@ class TrainedModel:
     sha256: str
 
 
-def _sklearn_class(name: str) -> bool:
-    """Whether ``name`` is a class defined in scikit-learn at exactly that path.
+def _class_defined_at(name: str, prefix: str) -> bool:
+    """Whether ``name`` is a class defined at exactly that path, inside the package ``prefix``.
 
     The skops file names each type as module and attribute, and skops resolves it with
     ``getattr(import_module(module), attribute)``; a prefix test alone would trust
-    ``sklearn.utils._testing.check_output`` (subprocess's function, imported there) or any
-    other object a scikit-learn module imports. Only a class whose own module and name are
-    ``name`` is trusted; functions, modules and re-exported objects are not.
+    ``sklearn.utils._testing.check_output`` (subprocess's function, imported there),
+    ``lightgbm.basic.getsize`` (``os.path.getsize``) or any other object a trusted module
+    imports. Only a class whose own module and qualified name are ``name``, with that module
+    ``prefix`` or under it, is trusted; functions, modules and re-exported objects are not.
+    Nothing outside ``prefix`` is imported.
     """
     import importlib
 
     module, _, attr = name.rpartition(".")
-    if not name.startswith(TRUSTED_PREFIXES) or not module or not attr:
+    if not module or not attr or not (module == prefix or module.startswith(prefix + ".")):
         return False
     if any(part in ("tests", "conftest") or part.startswith("test_") for part in module.split(".")):
-        return False  # scikit-learn's test modules are never part of a model, and importing them runs test setup
+        return False  # test modules are never part of a model, and importing them runs test setup
     try:
         obj = getattr(importlib.import_module(module), attr, None)
     except Exception:  # noqa: BLE001 - a forged module path fails to import in many ways
         return False
-    return isinstance(obj, type) and f"{obj.__module__}.{obj.__qualname__}" == name
+    if not isinstance(obj, type) or f"{obj.__module__}.{obj.__qualname__}" != name:
+        return False
+    return obj.__module__ == prefix or obj.__module__.startswith(prefix + ".")
+
+
+def _sklearn_class(name: str) -> bool:
+    """Whether ``name`` is a class defined in scikit-learn at exactly that path (see :func:`_class_defined_at`)."""
+    return any(_class_defined_at(name, prefix.rstrip(".")) for prefix in TRUSTED_PREFIXES)
 
 
 def _trusted(name: str, allow_imports: tuple[str, ...]) -> bool:
+    """Whether the skops type ``name`` may be built: mptool's own types, and classes defined in sklearn or in
+    a module named with ``--allow-import`` (or under it) at exactly that path, never a name such a module imports."""
     if name in MPTOOL_TYPES or _sklearn_class(name):
         return True
-    return any(name == m or name.startswith(m + ".") for m in allow_imports)
+    return any(_class_defined_at(name, m) for m in allow_imports)
 
 
 def _check_archive_sizes(path: Path) -> None:
@@ -126,7 +138,8 @@ def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> Train
     if refused:
         raise InputError(
             f"{path}: the model file holds type(s) mptool does not trust: {ui.listing(refused, 3)}; "
-            "only scikit-learn and mptool types load, and modules named with --allow-import"
+            "only scikit-learn and mptool types load, and modules named with --allow-import "
+            "(only classes defined there, named at their own path)"
         )
     try:
         with warnings.catch_warnings(record=True) as caught:  # one note below, not three lines per estimator

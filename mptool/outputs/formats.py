@@ -5,7 +5,8 @@ hands it to :func:`write_files`, which renders every file first and only then wr
 atomically (:func:`mptool.outputs.results.write_atomic`, looked up at each call). A payload
 that fails to render (a value JSON cannot hold, a broken frame) therefore replaces none of the
 run's files. Each file on its own is all-or-nothing (written under a temporary name, renamed);
-a write that fails part-way through the list (a full disk) leaves the files before it replaced.
+the free space for all of them is checked first (a full disk: exit 2 before any is replaced), and
+a write that still fails part-way through the list (a disk quota) leaves the files before it replaced.
 
 The formats (:data:`FORMATS`):
 
@@ -138,9 +139,14 @@ def render(file: OutputFile) -> str | bytes:
 def write_files(out_dir: Path, files: Sequence[OutputFile]) -> list[Path]:
     """Render every file of ``files``, then write each into ``out_dir`` atomically; the paths written.
 
-    Rendering all before writing any means an error in one payload replaces none of the files.
+    Rendering all before writing any means an error in one payload replaces none of the files;
+    checking the free space of each folder first means a full disk replaces none either.
     """
     rendered = [(out_dir / f.name, render(f)) for f in files]
+    for folder in dict.fromkeys(path.parent for path, _ in rendered):  # a full disk replaces none of them
+        mine = [(path, content) for path, content in rendered if path.parent == folder]
+        results.check_free_space(folder, [len(c.encode("utf-8")) if isinstance(c, str) else len(c) for _, c in mine],
+                                 ", ".join(path.name for path, _ in mine))
     for path, content in rendered:
         results.write_atomic(path, content)
     return [path for path, _ in rendered]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mptool.runtime import lock as run_lock
-from mptool.runtime.errors import InputError
+from mptool.runtime.errors import InputError, NoSpaceError, is_no_space
 from mptool.runtime.lock import LOCK_NAME
 from mptool.runtime.version import __version__
 
@@ -175,11 +176,28 @@ def release_out_dirs() -> None:
     _folders.clear()
 
 
+def no_space(folder: Path, what: str) -> NoSpaceError:
+    """The one line for a full disk or quota while writing ``what`` into ``folder`` (exit 2, not a bug)."""
+    return NoSpaceError(
+        f"{folder}: no space left on the device (or the disk quota is used up) while writing {what}; nothing was "
+        "half-written: free space there or choose another folder, then run again"
+    )
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and an atomic rename."""
+    """Write ``data`` to ``path`` via a temporary file in the same directory and an atomic rename.
+
+    A full disk or quota (ENOSPC, EDQUOT) removes the temporary file, leaves ``path`` as it
+    was and raises :class:`NoSpaceError` (exit 2) naming the folder.
+    """
     path = Path(path)
     mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        if is_no_space(exc):
+            raise no_space(path.parent, path.name) from None
+        raise
     try:
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results get the usual permissions
         with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as fh:
@@ -187,9 +205,26 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if is_no_space(exc):
+            raise no_space(path.parent, path.name) from None
         raise
+
+
+def check_free_space(folder: Path, sizes: Iterable[int], what: str) -> None:
+    """NoSpaceError before anything is written when ``folder``'s disk has less free space than ``sizes`` together.
+
+    Each file is replaced atomically on its own; checking the total first keeps a full disk from
+    replacing some of a run's result files and not the others. (A quota is not seen here;
+    :func:`write_atomic` still stops cleanly on one.)
+    """
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # cannot tell: each write still stops cleanly
+    if free < sum(sizes) + (1 << 20):
+        raise no_space(folder, what)
 
 
 def versions() -> dict[str, str]:

@@ -45,7 +45,7 @@ import numpy as np
 from mptool.outputs.results import CHECKPOINT_DIR, write_atomic
 from mptool.runtime import chunkfile, signals, ui
 from mptool.runtime.chunkfile import ChunkError, canonical
-from mptool.runtime.errors import InputError
+from mptool.runtime.errors import InputError, NoSpaceError
 from mptool.runtime.version import __version__
 
 #: Run options that only change how (not what) is computed: ignored in the key.
@@ -403,10 +403,18 @@ def saving_on_interrupt(ckpt: Checkpoint) -> Iterator[None]:
     save short, see ``signals.deferred``), so nothing else needs saving here. When the block
     ends normally the work is complete: ``signals.shield`` keeps a late signal from stopping
     the writing of the results. A run that stops on bad input (exit 2) cannot be resumed, so
-    its checkpoint is removed: a failed run leaves no partial files behind.
+    its checkpoint is removed: a failed run leaves no partial files behind. A full disk
+    (:class:`NoSpaceError`) keeps it, and the line says how to resume once space is freed.
     """
     try:
         yield
+    except NoSpaceError as exc:  # not the input's fault: the finished chunks stay for --resume once space is freed
+        n = ckpt.saved_items() if ckpt.directory.exists() else 0
+        if not n:
+            raise
+        out_dir = shlex.quote(str(ckpt.directory.parent))
+        raise NoSpaceError(f"{exc}; {n} finished item(s) are kept in {ckpt.directory}: after freeing space, rerun "
+                           f"the same command with --resume --out {out_dir}") from None
     except InputError:
         ckpt.clear()
         raise

@@ -1,4 +1,4 @@
-"""SIGINT and SIGTERM end a run cleanly: checkpoint kept, exit 130 or 143, no result of an interrupted fit.
+"""SIGINT, SIGTERM and SIGHUP end a run cleanly: checkpoint kept, exit 130, 143 or 129, no result of an interrupted fit.
 
 Python turns SIGINT into ``KeyboardInterrupt``, and library code may catch that:
 scikit-learn's ``MLPClassifier`` (solvers sgd and adam) catches it in its training loop,
@@ -7,7 +7,8 @@ warns "Training interrupted by user." and returns the half-trained model. A Ctrl
 SIGTERM, what CI runners and cron send, ended the process on the spot (no checkpoint note,
 loky semaphores leaked, worker processes left behind).
 
-While a command runs, :func:`handling_interrupts` turns both signals into
+While a command runs, :func:`handling_interrupts` turns these signals (and SIGHUP: a closed
+terminal or ssh session, handled like SIGTERM) into
 :class:`Interrupted`. It derives from ``BaseException`` but not from ``KeyboardInterrupt``,
 so neither ``except KeyboardInterrupt`` nor ``except Exception`` can swallow it. Four rules
 make sure nothing computed after the signal is saved or used:
@@ -18,7 +19,7 @@ make sure nothing computed after the signal is saved or used:
 2. :func:`guard_fit` turns scikit-learn's "Training interrupted by user" warning into
    :class:`Interrupted`: a fit whose ``KeyboardInterrupt`` was swallowed, by whatever route,
    raises instead of returning a half-trained model.
-3. Worker processes of the loky backend ignore SIGINT (:func:`leave_to_main_process`). A
+3. Worker processes of the loky backend ignore SIGINT and SIGHUP (:func:`leave_to_main_process`). A
    Ctrl-C in a terminal reaches the whole process group; the main process alone decides, and
    joblib kills the workers while the interrupt unwinds, so a worker never swallows it.
 4. :func:`deferred` holds the interrupt back until a short critical section (saving one
@@ -41,8 +42,9 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-#: The signals turned into :class:`Interrupted`.
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: The signals turned into :class:`Interrupted`: Ctrl-C, a CI cancel or ``timeout``, and a closed terminal or
+#: ssh session (SIGHUP, POSIX only), which would otherwise end the run on the spot with its lock left behind.
+SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
 #: What scikit-learn warns when it has caught a KeyboardInterrupt and kept the half-trained model.
 SWALLOWED_WARNING = "Training interrupted by user"
 
@@ -58,7 +60,7 @@ _state: dict[str, Any] = {
 
 
 class Interrupted(BaseException):  # noqa: N818 - named for what happened, like KeyboardInterrupt
-    """The run was stopped by SIGINT or SIGTERM; exit code 128 + the signal number (130, 143).
+    """The run was stopped by SIGINT, SIGTERM or SIGHUP; exit code 128 + the signal number (130, 143, 129).
 
     Not a ``KeyboardInterrupt`` (scikit-learn's MLP swallows those) and not an ``Exception``.
     ``reported`` is set once a line on stderr has said what was saved and how to resume.
@@ -119,7 +121,7 @@ def _reset() -> None:
 
 @contextmanager
 def handling_interrupts() -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into :class:`Interrupted` inside the block; restore the previous handlers after.
+    """Turn SIGINT, SIGTERM and SIGHUP into :class:`Interrupted` inside the block; restore the previous handlers after.
 
     Only the main thread can install handlers: elsewhere, and when already installed
     (nested), this does nothing. A signal the caller ignores (``SIG_IGN``, e.g. SIGINT of a
@@ -179,7 +181,7 @@ def shielded() -> bool:
 
 
 def leave_to_main_process(parent_pid: int) -> None:
-    """In a worker process, ignore SIGINT: the main process handles it and stops the workers.
+    """In a worker process, ignore SIGINT and SIGHUP: the main process handles them and stops the workers.
 
     Without this, a Ctrl-C typed in a terminal (sent to the whole process group) would raise
     KeyboardInterrupt inside the worker's fit, which scikit-learn's MLP swallows, and the
@@ -189,8 +191,9 @@ def leave_to_main_process(parent_pid: int) -> None:
     """
     if os.getpid() == parent_pid or threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGINT, getattr(signal, "SIGHUP", None)):  # SIGHUP too reaches the whole group
+        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 @contextmanager
