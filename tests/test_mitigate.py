@@ -26,7 +26,7 @@ from mptool.api.mitigate import MitigateOptions, decide, train_and_loo, with_cha
 from mptool.inputs.prepare import prepare
 from mptool.inputs.spec import load_spec
 from mptool.privacy.dtp import pdtp_of
-from mptool.privacy.release import ReleasedClassifier, apply_policy, release
+from mptool.privacy.release import ReleasedClassifier, apply_policy, measured, release
 
 P = np.array([[0.7, 0.2, 0.1], [0.4, 0.4, 0.2], [0.0, 0.25, 0.75]])
 
@@ -74,7 +74,8 @@ POLICIES = [{"top_k": 1}, {"round": 1}, {"round": 2}, {"temperature": 5.0}, {"la
 
 @pytest.mark.parametrize("estimator", ["gaussian_nb", "logistic_regression"])
 def test_release_sweep_from_stored_outputs_equals_pdtp_per_policy(tmp_path: Path, estimator: str) -> None:
-    """No refit: one leave-one-out, then each policy applied to the stored arrays == `mptool pdtp` with it."""
+    """No refit: one leave-one-out, then each policy applied to the stored arrays == `mptool pdtp` with it
+    (both as the gate measures the release: a temperature and a top-k of all classes but one are undone)."""
     csv, spec_path = small(tmp_path, estimator)
     spec = load_spec(spec_path)
     prep = prepare(csv, spec)
@@ -82,7 +83,7 @@ def test_release_sweep_from_stored_outputs_equals_pdtp_per_policy(tmp_path: Path
     result = mptool.api.mitigate.mitigate(csv, spec, defences="release", jobs=1)
     rows = result.table.set_index("setting")
     for policy in POLICIES:
-        p, q = apply_policy(stored.p_full, policy), apply_policy(stored.p_loo, policy)
+        p, q = measured(stored.p_full, policy), measured(stored.p_loo, policy)
         swept = pdtp_of(p, q, spec.output.bin_size).pdtp
         audited = mptool.pdtp(csv, with_changes(spec, release=policy), jobs=1)
         np.testing.assert_array_equal(swept, audited.table["pdtp"].to_numpy())

@@ -43,7 +43,7 @@ from mptool.loo import LooRequest, RefitEngine, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.calibration import bin_probabilities
 from mptool.privacy.dtp import pdtp_of, summarize
-from mptool.privacy.release import apply_policy, describe, is_invertible
+from mptool.privacy.release import apply_policy, describe, is_invertible, measured
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
 
@@ -263,7 +263,7 @@ def score(
     and utility; ``passes`` and ``above_target`` are on the ``gate`` scale."""
     spec = setting.spec or prep.spec
     policy, b = spec.output.release, spec.output.bin_size
-    p, q = apply_policy(trained.p_full, policy), apply_policy(trained.p_loo, policy)
+    p, q = measured(trained.p_full, policy), measured(trained.p_loo, policy)  # as the gate measures the release
     s = summarize(pdtp_of(p, q, b).pdtp, target, pdtp_of(p, q, 0.0).pdtp, gate)
     acc, loss = utility(trained.model, holdout, prep.classes, policy, b)
     return {
@@ -273,7 +273,7 @@ def score(
         "n_audited": s["n"], "accuracy": acc, "log_loss": loss,
         "dtp_bound": setting.dtp_bound if setting.dtp_bound is not None else float("nan"),
         "passes": bool(s["max"] <= target),  # the gated max: binned, or raw with gate raw
-        "recommendable": setting.spec is not None and not is_invertible(policy),
+        "recommendable": setting.spec is not None and not is_invertible(policy, len(prep.classes)),
         "engine": trained.engine, "fits": trained.fits, "seconds": round(seconds, 3),
     }
 
