@@ -309,3 +309,21 @@ def test_gate_a_14_report_md_of_url_labels(tmp_path: Path) -> None:
     rep = run_cli("report", tmp_path / "u", "--format", "md", "--out", "-")
     assert rep.code == 0 and "https\\://yes.example" in rep.stdout or "www\\.no.example" in rep.stdout
     assert "https://yes.example" not in rep.stdout and "www.no.example" not in rep.stdout
+
+
+def test_gate_a_15_attack_measures_the_untempered_model(data: Path) -> None:
+    """gate-a-15: attack under a temperature attacks what the attacker reconstructs: the same per-target
+    results as without it (same seeds), and the run names the policy (stdout, attack.json, junit.xml)."""
+    args = ("--jobs", "1", "--attacks", "threshold", "--candidates", "40", "--iterations", "1", "--targets", "4",
+            "--shadows", "2", "--pdtp-iterations", "0", "--max-auc", "1", "--format", "junit", "--force", "-q")
+    for name, policy in (("plain", None), ("hot", {"temperature": 50})):
+        res = run_cli("attack", data / "d.csv", "--model", spec_with(data, name, policy), "--out",
+                      data / f"att-{name}", *args)
+        assert res.code == 0, res.stderr
+    assert "temperature=50.0 is invertible" in res.stdout
+    pd.testing.assert_frame_equal(pd.read_csv(data / "att-plain" / "attack.csv"),
+                                  pd.read_csv(data / "att-hot" / "attack.csv"))
+    said = json.loads((data / "att-hot" / "attack.json").read_text())["summary"]
+    assert said["release_measured"] == {} and "invertible" in said["release_note"]
+    _, props = junit_case(data / "att-hot" / "junit.xml")
+    assert "temperature=50.0" in props["mptool.evidence.1"]

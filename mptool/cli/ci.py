@@ -210,6 +210,7 @@ def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
     exceeded = [str(e) for e in g.get("exceeded") or []]
     undecided = [str(e) for e in g.get("undecided") or []]
     cases = []
+    said = (summary["release_note"],) if summary.get("release_note") else ()
     for key, flag, word in (("max_accuracy", "--max-accuracy", "accuracy"), ("max_auc", "--max-auc", "AUC")):
         limit = g.get(key)
         name = f"{flag}: strongest attack's {word} <= {limit:g}" if limit is not None else f"{flag} (not given)"
@@ -219,9 +220,10 @@ def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
             cases.append(GateCase(name, "mptool.attack", False, f"{flag} not given", skipped=True))
         elif unsure and not hits:
             why = "cannot decide (fails closed): " + "; ".join(unsure)
-            cases.append(GateCase(name, "mptool.attack", True, why, why))
+            cases.append(GateCase(name, "mptool.attack", True, why, why, evidence=said))
         else:
-            cases.append(GateCase(name, "mptool.attack", bool(hits), "; ".join(hits), "\n".join(hits)))
+            cases.append(GateCase(name, "mptool.attack", bool(hits), "; ".join(hits), "\n".join(hits),
+                                  evidence=said))
     return cases
 
 
