@@ -19,6 +19,7 @@ from mptool.api.baseline import DEFAULT_TOLERANCE, GateOutcome, check_unique_ids
 from mptool.inputs.baseline import PreviousRun, Waiver
 from mptool.outputs.formats import JunitSuite, OutputFile
 from mptool.outputs.junit import GateCase, record_lines
+from mptool.outputs.report.verify import gate_label
 from mptool.runtime import ui
 
 FormatOpt = Annotated[
@@ -92,24 +93,14 @@ def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, g
                    waivers=gi.waivers, today=gi.today)
     c = outcome.block["counts"]
     outcome.block["excused"] = c["violations"] - c["counted"]  # above the threshold, yet not counted
-    outcome.block["verdict_label"] = verdict_label(outcome.block)
+    raw = "fail" if c["violations"] else "pass"
+    outcome.block["verdict_label"] = gate_label({"verdict": raw, "baseline": outcome.block})
     if gi.baseline is not None:
         table["baseline_status"] = outcome.status
         table["baseline_pdtp"] = outcome.before
     if gi.waivers is not None:
         table["waived"] = outcome.waived
     return outcome
-
-
-def verdict_label(block: dict[str, Any]) -> str:
-    """The gate's verdict naming what excused records: ``pass``, ``fail``, or ``pass-with-waivers``,
-    ``pass-with-baseline``, ``pass-with-baseline-and-waivers`` when violations were excused."""
-    if block["verdict"] == "fail" or not block.get("excused"):
-        return str(block["verdict"])
-    c = block["counts"]
-    by = [*(["baseline"] if "path" in block and c["violations"] - c["waived"] > c["counted"] else []),
-          *(["waivers"] if c["waived"] else [])]
-    return "pass-with-" + "-and-".join(by or ["baseline"])
 
 
 def gate_line(outcome: GateOutcome) -> str:
@@ -127,7 +118,7 @@ def gate_line(outcome: GateOutcome) -> str:
         return f"gate FAILED: {c['counted']} record(s) {what} and not waived ({parts})"
     excused = c["violations"] - c["counted"]
     if excused:  # a pass that rests on excused violations says so first (issue 26)
-        label = verdict_label({**outcome.block, "excused": excused})
+        label = gate_label({"verdict": "fail", "baseline": outcome.block})
         return (f"gate passed ({label}): {excused} record(s) above the threshold excused; no record {what} "
                 f"that is not waived ({parts})")
     return f"gate passed: no record {what} that is not waived ({parts})"
