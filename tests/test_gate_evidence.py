@@ -294,7 +294,7 @@ def test_gate_a_14_a_url_label_is_never_a_link() -> None:
     """gate-a-14: a bare URL, www. name or e-mail address in a cell is escaped where GitHub would autolink it."""
     assert cell("https://evil.example/x") == "https\\://evil.example/x"
     assert cell("see www.evil.example") == "see www\\.evil.example"
-    assert cell("bob@evil.example") == "bob<!-- -->@evil.example"
+    assert cell("bob@evil.example") == "bob\uff20evil.example"  # fullwidth at sign: GitHub links through escapes
     assert cell("mailto:x") == "mailto\\:x" and cell("ratio: 2") == "ratio: 2"
 
 

@@ -37,15 +37,16 @@ def cell(value: Any) -> str:
     characters of emphasis, code spans, links and images (brackets), headings, tables,
     strikethrough and math backslash-escaped; a leading list marker escaped; at most :data:`MD_LIMIT` characters.
     GitHub's autolinks are broken where they start, rendered the same but never a live link (issue 26):
-    a backslash before the ``:`` of ``https://`` or ``mailto:`` and the ``.`` of ``www.``, and an empty
-    HTML comment before each ``@`` (GitHub links ``user@host`` through any backslash or entity).
+    a backslash before the ``:`` of ``https://`` or ``mailto:`` and the ``.`` of ``www.``, and each ``@``
+    written as the fullwidth ``＠`` (U+FF20): GitHub links ``user@host`` through any backslash or entity,
+    and a cell holds no markup of its own.
     """
     text = re.sub(r"\r\n|\r|\n", " ", str(value))
     text = ui.safe_line(text, MD_LIMIT)
     text = _MD_SPECIAL.sub(r"\\\1", text)
     text = _AUTOLINK.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1], text)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = text.replace("@", "<!-- -->@")  # after the entities: mptool's own markup
+    text = text.replace("@", "\uff20")  # the fullwidth at sign: the same to a reader, never an e-mail link
     text = _LIST_START.sub(r"\1\\\2", text)
     return "\\" + text if re.match(r"[-+](\s|$)", text) else text
 
