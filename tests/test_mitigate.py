@@ -26,7 +26,7 @@ from mptool.api.mitigate import MitigateOptions, decide, train_and_loo, with_cha
 from mptool.inputs.prepare import prepare
 from mptool.inputs.spec import load_spec
 from mptool.privacy.dtp import pdtp_of
-from mptool.privacy.release import ReleasedClassifier, apply_policy, release
+from mptool.privacy.release import ReleasedClassifier, apply_policy, measured, release
 
 P = np.array([[0.7, 0.2, 0.1], [0.4, 0.4, 0.2], [0.0, 0.25, 0.75]])
 
@@ -62,9 +62,18 @@ def test_released_classifier_releases_what_the_model_says(mixed_csv: Path) -> No
     np.testing.assert_array_equal(wrapped.predict_proba(X), release(base.predict_proba(X), round=1))
 
 
+def learnable_frame(n: int = 60, seed: int = 3) -> pd.DataFrame:
+    """:func:`mixed_frame` with a label the features predict well (issue 30: a recommendation must beat
+    always predicting the majority class by more than MAJORITY_MARGIN on the rows outside T)."""
+    df = mixed_frame(n, seed=seed)
+    noise = np.random.default_rng(seed + 1).normal(scale=0.4, size=n)
+    df["label"] = np.where(2.0 * df["x1"] + (df["color"] == "red") + noise > 0.5, "yes", "no")
+    return df
+
+
 def small(tmp_path: Path, estimator: str = "gaussian_nb", n: int = 60, **model) -> tuple[Path, Path]:
     csv = tmp_path / "d.csv"
-    mixed_frame(n, seed=3).to_csv(csv, index=False)
+    learnable_frame(n).to_csv(csv, index=False)
     spec = write_spec(tmp_path / "s.yaml", estimator, data={"train_size": 40}, model={"params": model})
     return csv, spec
 
@@ -74,7 +83,8 @@ POLICIES = [{"top_k": 1}, {"round": 1}, {"round": 2}, {"temperature": 5.0}, {"la
 
 @pytest.mark.parametrize("estimator", ["gaussian_nb", "logistic_regression"])
 def test_release_sweep_from_stored_outputs_equals_pdtp_per_policy(tmp_path: Path, estimator: str) -> None:
-    """No refit: one leave-one-out, then each policy applied to the stored arrays == `mptool pdtp` with it."""
+    """No refit: one leave-one-out, then each policy applied to the stored arrays == `mptool pdtp` with it
+    (both as the gate measures the release: a temperature and a top-k of all classes but one are undone)."""
     csv, spec_path = small(tmp_path, estimator)
     spec = load_spec(spec_path)
     prep = prepare(csv, spec)
@@ -82,7 +92,7 @@ def test_release_sweep_from_stored_outputs_equals_pdtp_per_policy(tmp_path: Path
     result = mptool.api.mitigate.mitigate(csv, spec, defences="release", jobs=1)
     rows = result.table.set_index("setting")
     for policy in POLICIES:
-        p, q = apply_policy(stored.p_full, policy), apply_policy(stored.p_loo, policy)
+        p, q = measured(stored.p_full, policy), measured(stored.p_loo, policy)
         swept = pdtp_of(p, q, spec.output.bin_size).pdtp
         audited = mptool.pdtp(csv, with_changes(spec, release=policy), jobs=1)
         np.testing.assert_array_equal(swept, audited.table["pdtp"].to_numpy())
@@ -116,13 +126,17 @@ def test_recommended_spec_reaudits_to_the_claimed_max(tmp_path: Path, case: str)
     claim = json.loads((out / "mitigate.json").read_text())
     rec = claim["recommended"]
     assert (out / "recommended-spec.yaml").exists() and rec["spec_file"] == "recommended-spec.yaml"
-    sample = [a for i, a in enumerate(extra[:2]) if extra[0] in ("--sample", "--gate")]
-    assert " ".join(sample) in rec["command"]  # the re-audit command carries --sample / --gate raw
+    gate = list(extra[:2]) if extra[:1] == ("--gate",) else []
+    # the re-audit command carries --gate raw; never --sample: a sampled choice with an exact engine is
+    # confirmed by a full audit of T (issue 26), and the command audits every record, as the gate will
+    assert " ".join(gate) in rec["command"] and "--sample" not in rec["command"]
     again = run_cli("pdtp", csv, "--model", out / "recommended-spec.yaml", "--out", tmp_path / "re", "--jobs", "1",
-                    *sample)
+                    *gate)
     audited = json.loads((tmp_path / "re" / "pdtp.json").read_text())["summary"]
     assert again.code == 0 and audited["max"] == rec["max_pdtp"] <= claim["target"]
-    assert audited["n"] == claim["n_audited"]
+    assert audited["n"] == rec["n_audited"] == claim["n_train"]
+    if "--sample" in extra:
+        assert claim["evidence"]["basis"] == "confirmed" and "confirmed by a full audit" in claim["sentence"]
     families = set(pd.read_csv(out / "mitigate.csv")["family"])
     assert families >= ({"baseline", "release", "regularise"} | ({"removal"} if not extra else set()))
     assert "plan:" in res.stderr and claim["sentence"] in res.stdout
@@ -238,7 +252,8 @@ def test_report_has_the_mitigation_section_without_record_values(tmp_path: Path)
     assert rep.code == 0, rep.stderr
     html, md = (out / "report.html").read_text(), (out / "report.md").read_text()
     sentence = json.loads((out / "mitigate.json").read_text())["sentence"]
-    assert 'id="plot-mitigation"' in html and "Mitigation (mptool mitigate)" in md and sentence in md
+    assert 'id="plot-mitigation"' in html and "Mitigation (mptool mitigate)" in md
+    assert sentence.replace("_", "\\_") in md  # setting names such as label_only are escaped in Markdown
     assert "(Pareto)" in md
     frame = mixed_frame(60, seed=3)
     for value in frame["x1"].astype(str).head(20):  # no feature value of the data reaches the report

@@ -15,10 +15,14 @@ Families (each row of the result is one setting, scored on the same footing):
   noise on its counts; no optional dependency); other naive Bayes and logistic regression get
   diffprivlib's models, skipped with a note when diffprivlib is not usable.
 
-Each setting gets max/mean/p95 PDTP of the released outputs (binned, Long et al. 5.2), the
-records above the target, and accuracy and log loss on the rows of the data outside T. The
-decision is the most accurate setting whose max PDTP is at most the target; its spec is the
-recommendation, and ``mptool pdtp`` on it reproduces the claimed maximum.
+Each setting gets max/mean/p95 PDTP of the released outputs as the gate measures them (binned,
+Long et al. 5.2; both scales are kept), the records above the target, and accuracy and log loss
+on the rows of the data outside T, beside the accuracy of always predicting the majority class.
+The decision is the most accurate recommendable setting whose max PDTP is at most the target
+(:func:`judge`: utility measured, above the majority class by more than :data:`MAJORITY_MARGIN`);
+its spec is the recommendation, and ``mptool pdtp`` on it reproduces the claimed maximum. With a
+sample the decision is confirmed on the gate the user will run (:func:`confirm`: a full audit
+where an exact engine makes it cheap, else the sample's stated bound), and the sentence says which.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from mptool.loo import LooRequest, RefitEngine, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.calibration import bin_probabilities
 from mptool.privacy.dtp import pdtp_of, summarize
-from mptool.privacy.release import apply_policy, describe, is_invertible
+from mptool.privacy.release import apply_policy, describe, is_invertible, measured
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
 
@@ -65,6 +69,9 @@ REGULARISE_GRID: dict[str, tuple[str, tuple[Any, ...]]] = {
     "RandomForestClassifier": ("min_samples_leaf", (5, 20)),
     "MLPClassifier": ("alpha", (0.01, 1.0)),
 }
+#: A setting whose held-out accuracy is at most the majority-class accuracy plus this (absolute accuracy) is
+#: not recommended: it is (close to) a constant model that predicts the majority class (issue 30).
+MAJORITY_MARGIN = 0.01
 #: Records audited by default when the estimator has no exact engine (each setting then refits once per record).
 REFIT_SAMPLE = 100
 #: Epsilon grid of the DP family, and which DP estimator stands in for which family.
@@ -86,13 +93,18 @@ MITIGATE_COLUMNS = {
     "bin_edge_only": "of those, records above it only by a bin-edge step (unbinned ratio within the target; "
     "docs/bin-edges-and-noise.md)",
     "max_pdtp_raw": "largest unbinned PDTP of the released outputs (what mptool pdtp --gate raw gates on)",
+    "max_pdtp_binned": "largest binned PDTP (what mptool pdtp gates on by default)",
+    "above_target_binned": "records above the target on the binned scale",
+    "above_target_raw": "records above the target on the raw scale",
     "n_audited": "records audited",
     "accuracy": "accuracy on the rows of the data outside T (argmax of the released vector)",
     "log_loss": "mean -ln of the released, binned probability of the true class on the rows outside T",
     "dtp_bound": "dp only: DTP <= epsilon over the training noise (Long et al. Def. 4.1; see mptool.inputs.dp_nb)",
     "passes": "max_pdtp <= target",
-    "recommendable": "the setting is a spec (removal changes the data) that hides something: a temperature alone "
-    "is invertible (p from q for a known t), so it lowers PDTP without weakening attacks and is never recommended",
+    "recommendable": "the setting may be recommended: a spec (removal changes the data) that hides something (a "
+    "temperature alone is invertible, p from q for a known t, and changes no verdict), with utility measured on rows "
+    "outside T and accuracy above the majority-class accuracy by more than MAJORITY_MARGIN",
+    "why_not": "why a setting is not recommendable (empty when it is)",
     "engine": "leave-one-out engine", "fits": "model fits this setting took", "seconds": "wall time",
 }
 
@@ -263,17 +275,20 @@ def score(
     and utility; ``passes`` and ``above_target`` are on the ``gate`` scale."""
     spec = setting.spec or prep.spec
     policy, b = spec.output.release, spec.output.bin_size
-    p, q = apply_policy(trained.p_full, policy), apply_policy(trained.p_loo, policy)
+    p, q = measured(trained.p_full, policy), measured(trained.p_loo, policy)  # as the gate measures the release
     s = summarize(pdtp_of(p, q, b).pdtp, target, pdtp_of(p, q, 0.0).pdtp, gate)
     acc, loss = utility(trained.model, holdout, prep.classes, policy, b)
     return {
         "setting": setting.name, "family": setting.family, "change": setting.change,
         "max_pdtp": s["max"], "mean_pdtp": s["mean"], "p95_pdtp": s["p95"],
         "above_target": s["violations"], "bin_edge_only": s["violations_bin_edge"], "max_pdtp_raw": s["max_raw"],
-        "n_audited": s["n"], "accuracy": acc, "log_loss": loss,
+        "max_pdtp_binned": s["max_binned"], "above_target_binned": s["violations_binned"],
+        "above_target_raw": s["violations_raw"], "n_audited": s["n"], "accuracy": acc, "log_loss": loss,
         "dtp_bound": setting.dtp_bound if setting.dtp_bound is not None else float("nan"),
         "passes": bool(s["max"] <= target),  # the gated max: binned, or raw with gate raw
-        "recommendable": setting.spec is not None and not is_invertible(policy),
+        "recommendable": setting.spec is not None and not is_invertible(policy, len(prep.classes)),
+        "why_not": "" if setting.spec is not None and not is_invertible(policy, len(prep.classes)) else
+        "invertible, hides nothing",
         "engine": trained.engine, "fits": trained.fits, "seconds": round(seconds, 3),
     }
 
@@ -305,6 +320,9 @@ def removal_row(prep: Prepared, options: MitigateOptions, progress: Any, holdout
         "setting": f"remove {k}", "family": "removal", "change": f"{k} record(s) removed from T (reduce-dtp)",
         "max_pdtp": float(s["best_max"]), "mean_pdtp": float("nan"), "p95_pdtp": float("nan"),
         "above_target": 0 if s["reached"] else float("nan"), "n_audited": T.n - k,
+        "max_pdtp_binned": float(s["best_max"]), "above_target_binned": 0 if s["reached"] else float("nan"),
+        "max_pdtp_raw": float("nan"), "above_target_raw": float("nan"), "why_not": "changes the data: reduce-dtp "
+        "--write-clean",
         "accuracy": acc, "log_loss": loss, "dtp_bound": float("nan"),
         "passes": bool(s["best_max"] <= options.target), "recommendable": False,
         "engine": str(s.get("engine", "")), "fits": float("nan"), "seconds": round(time.perf_counter() - t0, 3),
@@ -318,8 +336,9 @@ def plan_settings(prep: Prepared, options: MitigateOptions) -> tuple[list[Settin
     if "release" in options.defences:
         settings += release_settings(spec, len(prep.classes))
         notes.append(
-            "release: a temperature alone is listed, never recommended: it is invertible for a known t, so it "
-            "lowers PDTP (a log-ratio of released values) without weakening attacks on the model's logits"
+            "release: a temperature (and a top-k of all classes but one) is listed, never recommended: it is "
+            "invertible, so the gate measures the vector it came from and it changes no verdict "
+            "(mptool.privacy.release)"
         )
     if "regularise" in options.defences:
         grid = regularise_settings(spec, cls_name, prep.choice.params)
@@ -357,6 +376,34 @@ def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: 
     return line, fits
 
 
+def majority_accuracy(prep: Prepared, holdout: Any) -> float:
+    """Accuracy on the rows outside T of always predicting T's most frequent class (first in label order on
+    ties); NaN without such rows. A recommendation must beat it by more than :data:`MAJORITY_MARGIN`."""
+    if holdout.n == 0:
+        return float("nan")
+    labels, counts = np.unique(np.asarray(prep.train.y, dtype=object).astype(str), return_counts=True)
+    majority = labels[int(np.argmax(counts))]
+    return float(np.mean(np.asarray(holdout.y, dtype=object).astype(str) == majority))
+
+
+def judge(table: pd.DataFrame, majority: float, holdout_n: int) -> pd.DataFrame:
+    """``recommendable``/``why_not`` after utility: no setting without rows outside T (utility unmeasured), none
+    whose accuracy is within :data:`MAJORITY_MARGIN` of always predicting the majority class (issue 30)."""
+    table = table.copy()
+    for i, row in table.iterrows():
+        if not row["recommendable"]:
+            continue
+        if holdout_n == 0:
+            why = "no rows outside T: utility not measured"
+        elif not np.isfinite(row["accuracy"]) or row["accuracy"] <= majority + MAJORITY_MARGIN:
+            why = (f"accuracy {row['accuracy']:.4f} within {MAJORITY_MARGIN:g} of always predicting the majority "
+                   f"class ({majority:.4f})")
+        else:
+            continue
+        table.loc[i, "recommendable"], table.loc[i, "why_not"] = False, why
+    return table
+
+
 def decide(table: pd.DataFrame, target: float) -> tuple[int | None, dict[str, str]]:
     """Index of the most useful passing, recommendable setting (accuracy, then log loss, then max PDTP) and
     the runner-up of each family (its most useful passing setting other than the recommendation)."""
@@ -373,9 +420,38 @@ def decide(table: pd.DataFrame, target: float) -> tuple[int | None, dict[str, st
     return best, runners
 
 
-def sentence(table: pd.DataFrame, best: int | None, target: float, holdout_n: int) -> str:
-    """The recommendation in one sentence (no record values: settings and aggregate numbers only)."""
+def scales_clause(row: pd.Series, target: float, gate: str) -> str:
+    """Both scales of a setting's max PDTP, and whether the other scale's gate would fail (issue 26)."""
+    other = "raw" if gate == "binned" else "binned"
+    above = row[f"above_target_{other}"]
+    if pd.isna(row[f"max_pdtp_{other}"]):
+        return f"max PDTP {row['max_pdtp']:.4f} ({gate})"
+    said = (f"{int(above)} record(s) above the target on the {other} scale: mptool pdtp --gate {other} would "
+            "fail" if above else f"also within it on the {other} scale")
+    return f"max PDTP {row['max_pdtp']:.4f} ({gate}, the gate) and {row[f'max_pdtp_{other}']:.4f} ({other}; {said})"
+
+
+def evidence_clause(evidence: dict[str, Any]) -> str:
+    """What the recommendation rests on: a full audit of T, or a sample with its bound (never a bare sample)."""
+    if evidence["basis"] == "full":
+        return f"audited on all {evidence['n']:,} records of T"
+    if evidence["basis"] == "confirmed":
+        return (f"chosen on a seeded sample of {evidence['k']} records, then confirmed by a full audit of all "
+                f"{evidence['n']:,} records of T")
+    return (f"on a seeded sample of {evidence['k']} of {evidence['n']:,} records only: no violation among them, so "
+            f"with 95% confidence at most {100 * evidence['fraction_upper_95']:.1f}% of T is above the target; "
+            "DTP-1 not established for all of T (mptool pdtp on the recommended spec without --sample audits "
+            "every record)")
+
+
+def sentence(table: pd.DataFrame, best: int | None, target: float, holdout_n: int, gate: str = "binned",
+             evidence: dict[str, Any] | None = None, majority: float = float("nan")) -> str:
+    """The recommendation in one sentence (no record values: settings and aggregate numbers only); a
+    recommendation names both scales and what it rests on (a full audit or a sample's bound)."""
     base = table.iloc[0]
+    if best is None and holdout_n == 0:
+        return ("No recommendation: utility cannot be judged, as there are no rows outside T (data.train_size "
+                "null makes T the whole file); give --train-size below the number of usable rows to hold rows out.")
     if best is None:
         low = table.loc[table["max_pdtp"].idxmin()]
         passing = table[table["passes"]]
@@ -394,17 +470,17 @@ def sentence(table: pd.DataFrame, best: int | None, target: float, holdout_n: in
                      "--gate raw judges on those).")
         return text
     row = table.loc[best]
-    return (f"Use {row['setting']} ({row['family']}): max PDTP {row['max_pdtp']:.4f}, within the target "
-            f"{target:g}, with accuracy "
-            f"{row['accuracy']:.4f} on {holdout_n:,} rows outside T (baseline: max PDTP {base['max_pdtp']:.4f}, "
-            f"accuracy {base['accuracy']:.4f}).")
+    evidence = evidence or {"basis": "full", "n": int(row["n_audited"])}
+    return (f"Use {row['setting']} ({row['family']}): {scales_clause(row, target, gate)}, within the target "
+            f"{target:g}, {evidence_clause(evidence)}; accuracy "
+            f"{row['accuracy']:.4f} on {holdout_n:,} rows outside T (always the majority class: {majority:.4f}; "
+            f"baseline: max PDTP {base['max_pdtp']:.4f}, accuracy {base['accuracy']:.4f}).")
 
 
 def _why_not(row: pd.Series) -> str:
     """Why a passing setting is not recommended."""
-    if row["family"] == "removal":
-        return "changes the data: reduce-dtp --write-clean"
-    return "invertible, hides nothing"
+    return str(row.get("why_not") or ("changes the data: reduce-dtp --write-clean" if row["family"] == "removal"
+                                      else "invertible, hides nothing"))
 
 
 def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
@@ -414,6 +490,10 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
     positions = select_positions(prep, None, options.sample)
     holdout = holdout_of(prep)
     settings, notes = plan_settings(prep, options)
+    if holdout.n == 0:
+        notes.append("no rows outside T (data.train_size null: T is the whole file): utility cannot be judged, so "
+                     "nothing will be recommended; give --train-size below the number of usable rows to hold rows out")
+        on_line(f"note: {notes[-1]}")
     removal = "removal" in options.defences and fit_count(prep, 2) == 1
     if "removal" in options.defences and not removal:
         notes.append("removal: skipped: no exact engine for this estimator (reduce-dtp would refit T per step)")
@@ -437,14 +517,63 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
         row = removal_row(prep, options, progress, holdout)
         notes += [row] if isinstance(row, str) else []
         rows += [] if isinstance(row, str) else [row]
-    table = pd.DataFrame(rows, columns=list(MITIGATE_COLUMNS))
-    best, runners = decide(table, options.target)
-    specs = {r["setting"]: s.spec for r, s in zip(rows[1:], settings, strict=False)}
-    specs["baseline"] = prep.spec
-    recommended = None if best is None else specs[str(table.loc[best, "setting"])]
-    summary = summary_of(prep, options, table, best, runners, line, fits, len(holdout.y))
+    majority = majority_accuracy(prep, holdout)
+    table = judge(pd.DataFrame(rows, columns=list(MITIGATE_COLUMNS)), majority, holdout.n)
+    named = {"baseline": Setting("baseline", "baseline", "none (the spec as given)", prep.spec),
+             **{r["setting"]: s for r, s in zip(rows[1:], settings, strict=False)}}
+    table, best, evidence, confirmed = confirm(prep, options, table, named, holdout, progress, on_line)
+    _, runners = decide(table, options.target)
+    runners = {f: s for f, s in runners.items() if best is None or s != table.loc[best, "setting"]}
+    recommended = None if best is None else named[str(table.loc[best, "setting"])].spec
+    summary = summary_of(prep, options, table, best, runners, line, fits, holdout.n)
+    summary.update({"majority_accuracy": majority, "majority_margin": MAJORITY_MARGIN, "evidence": evidence,
+                    "sentence": sentence(table, best, options.target, holdout.n, options.gate, evidence, majority)})
+    if confirmed is not None and summary["recommended"] is not None:
+        summary["recommended"].update(confirmed)
     summary.update({"notes": notes, "timings": {"total_s": round(time.perf_counter() - t0, 3)}})
     return MitigateOutcome(table, summary, recommended, notes)
+
+
+def confirm(
+    prep: Prepared, options: MitigateOptions, table: pd.DataFrame, named: dict[str, Setting], holdout: Any,
+    progress: Any, on_line: Callable[[str], None],
+) -> tuple[pd.DataFrame, int | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """The decision on the gate the user will run (every record of T), not on a sample alone (issue 26).
+
+    Without a sample (or a sample of all of T) the decision stands. With one, the candidates are
+    taken in :func:`decide`'s order: one with an exact engine is audited on all of T (one fit and
+    one exact leave-one-out) and recommended only when that full audit passes (else marked
+    ``fails the full audit`` and the next is tried); one without an exact engine (a refit per record)
+    is recommended on the sample with its stated bound: the 95% Clopper-Pearson upper bound on the
+    fraction of T above the target (:mod:`mptool.privacy.sampling`), never as "DTP-1 holds".
+    Returns the table, the recommended index, the evidence block and the confirmed row's numbers.
+    """
+    from mptool.privacy.sampling import clopper_pearson_upper
+
+    n, k = prep.train.n, options.sample
+    best, _ = decide(table, options.target)
+    if k is None or k >= n:
+        return table, best, (None if best is None else {"basis": "full", "n": n}), None
+    while best is not None:
+        setting = named[str(table.loc[best, "setting"])]
+        sub = respecified(prep, setting.spec)
+        if fit_count(sub, 2) > 1:
+            upper = clopper_pearson_upper(int(table.loc[best, "above_target"]), k)
+            return table, best, {"basis": "sample", "k": k, "n": n, "fraction_upper_95": upper}, None
+        on_line(f"confirming {setting.name}: a full audit of all {n} records of T (exact engine)")
+        t = time.perf_counter()
+        full = train_and_loo(sub, np.arange(n, dtype=np.int64), options, progress, f"{setting.name} (all of T)")
+        row = score(setting, full, prep, holdout, options.target, time.perf_counter() - t, options.gate)
+        if row["passes"]:
+            keep = ("max_pdtp", "max_pdtp_binned", "max_pdtp_raw", "above_target_binned", "above_target_raw",
+                    "mean_pdtp", "n_audited")
+            for key in keep:
+                table.loc[best, key] = row[key]
+            return table, best, {"basis": "confirmed", "k": k, "n": n}, {k_: row[k_] for k_ in keep}
+        table.loc[best, ["recommendable", "why_not"]] = [
+            False, f"fails the full audit of all {n} records (max PDTP {row['max_pdtp']:.4f})"]
+        best, _ = decide(table, options.target)
+    return table, None, None, None
 
 
 def summary_of(prep: Prepared, options: MitigateOptions, table: pd.DataFrame, best: int | None,
@@ -454,13 +583,14 @@ def summary_of(prep: Prepared, options: MitigateOptions, table: pd.DataFrame, be
     rec = None
     if best is not None:
         row = table.loc[best]
-        rec = {k: row[k] for k in ("setting", "family", "change", "max_pdtp", "mean_pdtp", "accuracy", "log_loss")}
+        rec = {k: row[k] for k in ("setting", "family", "change", "max_pdtp", "max_pdtp_binned", "max_pdtp_raw",
+                                   "above_target_binned", "above_target_raw", "mean_pdtp", "n_audited", "accuracy",
+                                   "log_loss")}
     return {
         "verdict": "pass" if best is not None else "fail",
         "target": options.target, "gate": options.gate, "defences": list(options.defences), "n_train": T.n,
         "n_audited": int(table.iloc[0]["n_audited"]), "sample": options.sample, "holdout_rows": holdout_n,
         "estimator": prep.choice.name, "recommended": rec, "runners_up": runners,
-        "sentence": sentence(table, best, options.target, holdout_n),
         "plan": {"line": line, "fits": fits}, "manifest": manifest(spec.sha256(), T.sha256, spec.seed, T.source),
     }
 

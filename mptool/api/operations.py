@@ -43,7 +43,7 @@ from mptool.inputs.prepare import Prepared, fit_checked, prepare
 from mptool.inputs.spec import Spec, load_spec, parse_spec
 from mptool.inputs.trained import compare_to_spec, load_trained
 from mptool.loo import select_engine
-from mptool.privacy.release import policy_dict, released_template
+from mptool.privacy.release import gate_policy, policy_dict, release_summary, released_template
 from mptool.privacy.stability import resolve_queries
 from mptool.runtime.checkpoint import options_dict, run_key, saving_on_interrupt
 from mptool.runtime.errors import InputError
@@ -282,7 +282,8 @@ def attack(
     prep = prepared or with_trained(prepare(data, spec, allow_import), trained, allow_import)
     if trained is not None and prep.trained is None:
         prep = with_trained(prep, trained, allow_import)
-    prep = replace(prep, template=released_template(prep.template, spec.output.release))  # attacked as released
+    # attacked as released, less what an attacker undoes (a temperature; mptool.privacy.release.gate_policy)
+    prep = replace(prep, template=released_template(prep.template, gate_policy(spec.output.release, len(prep.classes))))
     planned = plan_attack(prep, options)  # refusals (a --budget too short ...) before the checkpoint opens
     if on_plan is not None:
         on_plan(planned.line)
@@ -290,6 +291,7 @@ def attack(
     ckpt = checkpoint(key) if checkpoint else None
     with _run_context(options.backend, scheduler, jobs, ckpt):
         outcome = run_attack(prep, options, progress or _no_progress, planned=planned)
+    outcome.summary.update(release_summary(spec.output.release, len(prep.classes)))  # named with the verdict
     artefact = attack_artefact(prep, spec.output.bin_size)
     if artefact is not None:
         outcome.summary["artefact"] = artefact

@@ -29,7 +29,7 @@ from mptool.privacy.noise import (
     measure_floor,
     order_dependence,
 )
-from mptool.privacy.release import apply_policy, describe, policy_dict
+from mptool.privacy.release import describe, gate_policy, measured, release_summary
 from mptool.privacy.sampling import sample_summary
 from mptool.privacy.stability import beyond_pdtp, resolve_queries
 from mptool.runtime.errors import InputError
@@ -179,7 +179,7 @@ def violation_rule(
         return None
 
     def violates(p_full: np.ndarray, p_loo: np.ndarray) -> np.ndarray:
-        p, q = apply_policy(p_full, release), apply_policy(p_loo, release)
+        p, q = measured(p_full, release), measured(p_loo, release)
         return pdtp_of(p, q, bin_size if gate == "binned" else 0.0).pdtp > threshold
 
     return violates
@@ -292,11 +292,12 @@ def released(result: Any, policy: Any) -> Any:
     """The engine's result with both outputs as the model releases them (``output.release``, Shokri VIII-A).
 
     The one place where ``pdtp`` applies the release policy (:mod:`mptool.privacy.release`):
-    everything after it (PDTP, verdict, noise floor) measures the released outputs.
+    everything after it (PDTP, verdict, noise floor) measures the released outputs, less what an
+    attacker can undo (:func:`mptool.privacy.release.measured`: a temperature never counts).
     """
-    if not policy_dict(policy):
+    if not gate_policy(policy, result.p_full.shape[1]):
         return result
-    return replace(result, p_full=apply_policy(result.p_full, policy), p_loo=apply_policy(result.p_loo, policy))
+    return replace(result, p_full=measured(result.p_full, policy), p_loo=measured(result.p_loo, policy))
 
 
 def without_bounds(
@@ -306,8 +307,8 @@ def without_bounds(
     n = len(columns["dtp_upper"])
     columns = {**columns, "dtp_upper": np.full(n, np.nan), "dtp_upper_binned": np.full(n, np.nan),
                "dtp_upper_vacuous": np.full(n, None, dtype=object)}
-    why = (f"none under the release policy ({describe(policy)}): the family bounds are of the full probability "
-           "vector, and a release policy (rounding, top-k) can raise a log-ratio")
+    why = (f"none under the release policy as measured ({describe(policy)}): the family bounds are of the full "
+           "probability vector, and a release policy (rounding, top-k) can raise a log-ratio")
     summary = {**summary, "upper_bound": {**summary["upper_bound"], "kind": "none", "why": why, "max": None,
                                           "median": None, "min": None, "n_vacuous": None}}
     return columns, summary
@@ -346,8 +347,8 @@ def run_pdtp(
     table = record_table(prep, positions, result.p_full, result.p_loo, options)
     gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
     beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
-    if policy_dict(spec.output.release):
-        beyond, dtp_summary = without_bounds(beyond, dtp_summary, spec.output.release)
+    if kept := gate_policy(spec.output.release, len(prep.classes)):
+        beyond, dtp_summary = without_bounds(beyond, dtp_summary, kept)
     for name, column in beyond.items():
         table[name] = column
     t_noise = time.perf_counter()
@@ -364,7 +365,7 @@ def run_pdtp(
             "dtp": dtp_summary,
             "noise_floor": noise,
             **run_facts(prep, full_model, jobs),
-            "release": policy_dict(spec.output.release),
+            **release_summary(spec.output.release, len(prep.classes)),
             "timings": {
                 "fit_full_s": round(t_fit - t0, 4),
                 "leave_one_out_s": round(t_loo - t_fit, 4),

@@ -25,6 +25,7 @@ from mptool.inputs.models import column_uses
 from mptool.inputs.prepare import Prepared, fit_checked, prepare
 from mptool.inputs.spec import Spec
 from mptool.loo import LooRequest, RefitEngine, engine_reasons, select_engine
+from mptool.privacy.release import gate_policy, measured_note
 from mptool.privacy.stability import stability_bound
 
 #: Timing budget of the fits ``check`` times (seconds): at least one fit, at most three.
@@ -62,6 +63,7 @@ class CheckPlan:
     engines: list[tuple[str, str | None]]
     chosen: str
     bound: str
+    release: str = "none (the full probability vector is measured)"  # the policy and what the gate measures
     commands: list[CommandPlan] = field(default_factory=list)
     fit_seconds: float = 0.0
     timed_fits: int = 0
@@ -173,7 +175,10 @@ def check_plan(
         columns=column_uses(spec, T.schema, prep.choice),
         engines=reasons,
         chosen=chosen.name,
-        bound=f"{bound.kind}: {bound.reason}",
+        bound=f"{bound.kind}: {bound.reason}" if not gate_policy(spec.output.release, len(prep.classes)) else (
+            "none: the family bounds are of the full probability vector, and the release policy as measured "
+            "can raise a log-ratio"),
+        release=measured_note(spec.output.release, len(prep.classes)) or CheckPlan.release,
         fit_seconds=t_fit,
         timed_fits=k,
         notes=prep.notes,

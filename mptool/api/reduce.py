@@ -39,7 +39,7 @@ from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import Engine, LooRequest, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.dtp import pdtp_of
-from mptool.privacy.release import apply_policy
+from mptool.privacy.release import measured, release_summary
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import resolve_jobs
@@ -151,8 +151,8 @@ class Evaluator:
         )
         result = self.engine.run(request, advance or (lambda n: None))
         self.engine_name = result.engine
-        b, rel = prep.spec.output.bin_size, prep.spec.output.release  # measured as released (Shokri VIII-A)
-        values = pdtp_of(apply_policy(result.p_full, rel), apply_policy(result.p_loo, rel), b)
+        b, rel = prep.spec.output.bin_size, prep.spec.output.release  # as the gate measures the release
+        values = pdtp_of(measured(result.p_full, rel), measured(result.p_loo, rel), b)
         self.recomputes += 1
         self.seconds += time.perf_counter() - t0
         return State(positions, values.pdtp)
@@ -195,7 +195,7 @@ class CountsEvaluator(Evaluator):
         p_full, p_loo = counts.loo_proba(self.pat_codes[present], self.pat_y[present])
         b, rel = self.prep.spec.output.bin_size, self.prep.spec.output.release
         per_pattern = np.full(len(self.pat_y), np.nan)
-        per_pattern[present] = pdtp_of(apply_policy(p_full, rel), apply_policy(p_loo, rel), b).pdtp
+        per_pattern[present] = pdtp_of(measured(p_full, rel), measured(p_loo, rel), b).pdtp
         self.recomputes += 1
         self.seconds += time.perf_counter() - t0
         return State(positions, per_pattern[pat], counts)
@@ -479,6 +479,7 @@ def reduce_summary(
         "n_train": T.n,
         "estimator": prep.choice.name,
         "bin_size": prep.spec.output.bin_size,
+        **release_summary(prep.spec.output.release, len(prep.classes)),
         "jobs": jobs,
         "recomputes": evaluate.recomputes,
         "timings": timings,
@@ -633,6 +634,7 @@ def print_trace(outcome: ReduceOutcome, quiet: bool) -> None:
             f"DTP-1 NOT reached within {s['max_removals']} removal(s): lowest max PDTP {s['best_max']:.4f} "
             f"after {s['best_step']} (start {s['initial_max']:.4f}, threshold {s['threshold']:g}); "
         )
+    verdict += f"{s['release_note']}; " if s.get("release_note") else ""
     verdict += f"{s['strategy']}, engine {s['engine']}, {s['timings']['total_s']:.2f}s"
     if quiet:
         ui.echo(verdict, limit=None)

@@ -279,6 +279,8 @@ def finish_attack(
     for line in summary_lines(result):
         ui.echo(line)
     print_artefact(result.summary.get("artefact"))
+    if result.summary.get("release_note"):
+        ui.echo(result.summary["release_note"], limit=None)
     exceeded = result.summary["gate"]["exceeded"]
     for item in exceeded:
         ui.echo(f"gate exceeded: {item}")

@@ -49,6 +49,7 @@ def print_plan(plan, jobs: int) -> None:
     echo(ui.safe_line(f"label {ui.quoted(spec.data.label)}: {n_classes} classes in T: {classes}{more}", None))
     est = f"{p.choice.name} ({p.choice.cls.__name__})"
     echo(ui.safe_line(f"estimator: {est}, preprocess {spec.model.preprocess}", None))
+    echo(ui.safe_line(f"release policy: {plan.release}", None))
     echo(f"columns ({len(plan.columns)} features; dropped: {ui.listing(spec.data.drop, 10) or 'none'}):")
     width = max((len(ui.excerpt(n)) for n, _, _ in plan.columns), default=4)
     for name, use, why in plan.columns:

@@ -19,6 +19,7 @@ from mptool.api.baseline import DEFAULT_TOLERANCE, GateOutcome, check_unique_ids
 from mptool.inputs.baseline import PreviousRun, Waiver
 from mptool.outputs.formats import JunitSuite, OutputFile
 from mptool.outputs.junit import GateCase, record_lines
+from mptool.outputs.report.verify import gate_label
 from mptool.runtime import ui
 
 FormatOpt = Annotated[
@@ -90,6 +91,10 @@ def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, g
 
     outcome = gate(table, summary["identity"], threshold, baseline=gi.baseline, tolerance=gi.tolerance,
                    waivers=gi.waivers, today=gi.today)
+    c = outcome.block["counts"]
+    outcome.block["excused"] = c["violations"] - c["counted"]  # above the threshold, yet not counted
+    raw = "fail" if c["violations"] else "pass"
+    outcome.block["verdict_label"] = gate_label({"verdict": raw, "baseline": outcome.block})
     if gi.baseline is not None:
         table["baseline_status"] = outcome.status
         table["baseline_pdtp"] = outcome.before
@@ -111,7 +116,40 @@ def gate_line(outcome: GateOutcome) -> str:
     parts += f"; {c['waived']} waived"
     if outcome.verdict == "fail":
         return f"gate FAILED: {c['counted']} record(s) {what} and not waived ({parts})"
+    excused = c["violations"] - c["counted"]
+    if excused:  # a pass that rests on excused violations says so first (issue 26)
+        label = gate_label({"verdict": "fail", "baseline": outcome.block})
+        return (f"gate passed ({label}): {excused} record(s) above the threshold excused; no record {what} "
+                f"that is not waived ({parts})")
     return f"gate passed: no record {what} that is not waived ({parts})"
+
+
+def evidence(summary: dict[str, Any], outcome: GateOutcome | None = None) -> list[str]:
+    """What a pdtp verdict rests on beyond a full audit of T's full vector (issue 26): the release policy as
+    measured, a sample, records chosen with --records, a --fail-fast stop, a baseline and waivers."""
+    lines = []
+    if summary.get("release_note"):
+        lines.append(summary["release_note"])
+    sample, stopped = summary.get("sample"), summary.get("stopped")
+    n, n_train = summary.get("n", 0), summary.get("n_train", 0)
+    if sample and sample["k"] < sample["n_train"]:
+        bound = sample.get("fraction_upper_95")
+        said = (f"with 95% confidence at most {100 * bound:.1f}% of T above the threshold"
+                if bound is not None else "no bound")
+        lines.append(f"a seeded sample of {sample['k']} of {sample['n_train']} records ({said})")
+    elif not sample and n < n_train and not stopped:
+        lines.append(f"{n} records chosen with --records of {n_train} in T")
+    if stopped:
+        lines.append(f"--fail-fast stopped at row {stopped['row']} after {stopped['after']} of {stopped['of']}")
+    if outcome is not None:
+        if "path" in outcome.block:
+            block = outcome.block
+            lines.append(f"compared with the baseline {block['path']} (tolerance {block['tolerance']:g})")
+        if outcome.block["counts"]["waived"]:
+            lines.append(f"{outcome.block['counts']['waived']} record(s) waived (--waivers)")
+        if "path" in outcome.block or outcome.block.get("excused"):
+            lines.append(gate_line(outcome))  # a waiver file that excused nothing changes nothing
+    return lines
 
 
 def print_gate(outcome: GateOutcome, id_column: bool, quiet: bool) -> None:
@@ -155,7 +193,7 @@ def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcom
     failed = (outcome.verdict if outcome is not None else summary["verdict"]) == "fail"
     details = message + ("\n" + record_lines(counted, id_column) if counted else "")
     return [GateCase(name, "mptool.pdtp", failed, message if failed else "", details if failed else "",
-                     seconds=float(summary["timings"]["total_s"]))]
+                     seconds=float(summary["timings"]["total_s"]), evidence=tuple(evidence(summary, outcome)))]
 
 
 def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
@@ -164,6 +202,7 @@ def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
     exceeded = [str(e) for e in g.get("exceeded") or []]
     undecided = [str(e) for e in g.get("undecided") or []]
     cases = []
+    said = (summary["release_note"],) if summary.get("release_note") else ()
     for key, flag, word in (("max_accuracy", "--max-accuracy", "accuracy"), ("max_auc", "--max-auc", "AUC")):
         limit = g.get(key)
         name = f"{flag}: strongest attack's {word} <= {limit:g}" if limit is not None else f"{flag} (not given)"
@@ -173,9 +212,10 @@ def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
             cases.append(GateCase(name, "mptool.attack", False, f"{flag} not given", skipped=True))
         elif unsure and not hits:
             why = "cannot decide (fails closed): " + "; ".join(unsure)
-            cases.append(GateCase(name, "mptool.attack", True, why, why))
+            cases.append(GateCase(name, "mptool.attack", True, why, why, evidence=said))
         else:
-            cases.append(GateCase(name, "mptool.attack", bool(hits), "; ".join(hits), "\n".join(hits)))
+            cases.append(GateCase(name, "mptool.attack", bool(hits), "; ".join(hits), "\n".join(hits),
+                                  evidence=said))
     return cases
 
 
@@ -195,5 +235,6 @@ def reduce_cases(summary: dict[str, Any], table: pd.DataFrame) -> list[GateCase]
         lines.append(f"step {r['step']}: removed row {int(r['row'])}{ident}  PDTP {r['pdtp_before']:.4f}, "
                      f"max after {r['max_pdtp_after']:.4f}")
     details = message + ("\n" + "\n".join(lines[:200]) if lines else "")
+    said = (summary["release_note"],) if summary.get("release_note") else ()
     return [GateCase(name, "mptool.reduce-dtp", failed, message if failed else "", details if failed else "",
-                     seconds=float(summary["timings"]["total_s"]))]
+                     seconds=float(summary["timings"]["total_s"]), evidence=said)]

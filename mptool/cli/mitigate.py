@@ -111,9 +111,12 @@ def finish_mitigate(result: Any, data_path: Path, out_dir: Path, quiet: bool) ->
                 "settings": to_records(result.table)}
     files = [OutputFile("mitigate.csv", "csv", result.table)]
     if result.recommended is not None:
+        on_sample = (result.summary.get("evidence") or {}).get("basis") == "sample"
         document["recommended"] = {**document["recommended"], "spec_file": "recommended-spec.yaml",
-                                   "command": reaudit_command(data_path, out_dir, sample, gate)}
-        yaml_text = recommended_yaml(result, data_path, out_dir, sample, gate)
+                                   "command": reaudit_command(data_path, out_dir, None, gate)}
+        if on_sample:  # the claim itself is reproduced on the sample; the command above audits every record
+            document["recommended"]["sample_command"] = reaudit_command(data_path, out_dir, sample, gate)
+        yaml_text = recommended_yaml(result, data_path, out_dir, sample if on_sample else None, gate)
         files.append(OutputFile("recommended-spec.yaml", "text", yaml_text))
     files.append(OutputFile("mitigate.json", "json", document))
     write_files(out_dir, files)
@@ -138,17 +141,29 @@ def recommended_yaml(result: Any, data_path: Path, out_dir: Path, sample: int | 
     rec = result.summary["recommended"]
     scale = "raw " if gate == "raw" else ""
     head = (f"# mptool mitigate: recommended setting '{rec['setting']}' ({rec['family']}): {rec['change']}\n"
-            f"# claimed max {scale}PDTP {float(rec['max_pdtp'])!r} (target {result.summary['target']:g}); "
-            "re-audit with:\n"
-            f"#   {reaudit_command(data_path, out_dir, sample, gate)}\n")
+            f"# claimed max {scale}PDTP {float(rec['max_pdtp'])!r} (target {result.summary['target']:g}) "
+            f"on {int(rec['n_audited'])} of {result.summary['n_train']} records of T")
+    if sample is not None:
+        bound = result.summary["evidence"]["fraction_upper_95"]
+        head += (f": a seeded sample, not a full audit (95% upper bound {100 * bound:.1f}% of T above the "
+                 f"target); reproduce the claim with:\n#   {reaudit_command(data_path, out_dir, sample, gate)}\n"
+                 "# audit every record (the gate) with:\n")
+    else:
+        head += "; re-audit with:\n"
+    head += f"#   {reaudit_command(data_path, out_dir, None, gate)}\n"
     return head + result.recommended.to_yaml()
 
 
 def print_summary(result: Any, quiet: bool) -> None:
     """The settings (setting, family, max PDTP, accuracy, pass) and the one-sentence recommendation."""
     if not quiet:
+        majority = result.summary.get("majority_accuracy", float("nan"))
+        ui.echo(f"  (always predicting the majority class: accuracy {majority:.4f}; a recommendation must beat it by "
+                f"more than {result.summary.get('majority_margin', 0):g})")
         for row in result.table.itertuples():
             mark = "pass" if row.passes else "fail"
-            ui.echo(f"  {row.family:<10} {row.setting:<28} max PDTP {row.max_pdtp:7.4f}  "
-                    f"accuracy {row.accuracy:.4f}  {mark}")
-    ui.echo(result.summary["sentence"])
+            note = f"  ({row.why_not})" if row.passes and row.why_not else ""
+            ui.echo(f"  {row.family:<10} {row.setting:<28} max PDTP {row.max_pdtp:7.4f} (binned "
+                    f"{row.max_pdtp_binned:.4f}, raw {row.max_pdtp_raw:.4f})  accuracy {row.accuracy:.4f}  "
+                    f"{mark}{note}")
+    ui.echo(result.summary["sentence"], limit=None)

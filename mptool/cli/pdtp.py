@@ -60,13 +60,15 @@ def noise_floor_clause(summary: dict) -> str:
 
 
 def verdict_line(summary: dict) -> str:
-    """The one-line DTP-1 verdict: max, threshold, violations (+ bin-edge clause, + noise-floor clause)."""
+    """The one-line DTP-1 verdict: max, threshold, violations (+ bin-edge clause, + noise-floor clause,
+    + the release policy and what of it was measured, :func:`mptool.privacy.release.measured_note`)."""
     raw = summary.get("gate") == "raw"
     gate = ", gate raw" if raw else ""
+    release = f"; {summary['release_note']}" if summary.get("release_note") else ""
     return (
         f"DTP-1 {'VIOLATED' if summary['verdict'] == 'fail' else 'holds'}: max {'raw ' if raw else ''}PDTP "
         f"{summary['max']:.4f} (threshold {summary['threshold']:g}{gate}), {summary['violations']} of "
-        f"{summary['n']} records above{bin_edge_clause(summary)}{noise_floor_clause(summary)}; "
+        f"{summary['n']} records above{bin_edge_clause(summary)}{noise_floor_clause(summary)}{release}; "
         f"engine {summary['engine']}, {summary['timings']['total_s']:.2f}s"
     )
 

@@ -7,6 +7,12 @@ time>`` elements hold at most one ``<failure message type>`` (or ``<skipped>``),
 ``<system-out>`` and ``<system-err>``. The file written
 here keeps to that schema (tests/test_ci_cron.py validates it against the XSD).
 
+Every override a verdict rests on (a release policy, a sample, a subset of records, a baseline,
+waivers) is a case's ``evidence``: written as the case's ``status`` (``passed-with-overrides``
+when it passed), in its own ``<system-out>`` and as suite ``<properties>``
+(``mptool.evidence.N``), so a CI reader sees a pass that rests on excused records, not a plain
+pass (issue 26).
+
 A failing gate names the violating records in the failure text: row number, id or
 fingerprint and PDTP -- never a feature value. Every text is escaped twice over: control
 and invisible characters become visible escapes (:func:`mptool.runtime.ui.escape_controls`;
@@ -40,6 +46,7 @@ class GateCase:
     details: str = ""
     skipped: bool = False
     seconds: float = 0.0
+    evidence: tuple[str, ...] = ()  # what the verdict rests on beyond a full audit (module docstring)
 
 
 def _text(value: object, keep_newlines: bool = True) -> str:
@@ -61,14 +68,21 @@ def junit_xml(suite: str, cases: Sequence[GateCase], seconds: float = 0.0, stdou
     )
     props = ET.SubElement(ts, "properties")
     ET.SubElement(props, "property", name="mptool.version", value=__version__)
+    listed = [line for case in cases for line in case.evidence]
+    for i, line in enumerate(listed, 1):
+        ET.SubElement(props, "property", name=f"mptool.evidence.{i}", value=ui.safe_line(line, None))
     for case in cases:
         tc = ET.SubElement(ts, "testcase", name=_text(case.name, False), classname=_text(case.classname, False),
                            time=f"{case.seconds:.3f}")
+        if case.evidence and not case.skipped:
+            tc.set("status", "failed-with-overrides" if case.failed else "passed-with-overrides")
         if case.failed:
             failure = ET.SubElement(tc, "failure", message=ui.safe_line(case.message, MESSAGE_LIMIT), type="gate")
             failure.text = _text(case.details or case.message)
         elif case.skipped:
             ET.SubElement(tc, "skipped", message=ui.safe_line(case.message, MESSAGE_LIMIT))
+        if case.evidence:
+            ET.SubElement(tc, "system-out").text = _text("verdict rests on:\n" + "\n".join(case.evidence))
     out = ET.SubElement(ts, "system-out")
     out.text = _text(stdout)
     ET.SubElement(ts, "system-err")

@@ -27,7 +27,7 @@ from threadpoolctl import threadpool_limits
 
 from mptool.inputs.models import fit, proba_in
 from mptool.privacy.dtp import pdtp_of
-from mptool.privacy.release import apply_policy
+from mptool.privacy.release import measured
 from mptool.runtime import signals
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import chunk_positions, run_tasks
@@ -165,7 +165,7 @@ def measure_floor(
 
     ``release`` (a spec's ``output.release``) is applied to both outputs, as for PDTP.
     """
-    p_full = apply_policy(proba_in(full_model, X.iloc[positions], classes), release)
+    p_full = measured(proba_in(full_model, X.iloc[positions], classes), release)
     chunks = chunk_positions(positions, jobs)
     parts = run_tasks(
         moved_chunk,
@@ -174,7 +174,7 @@ def measure_floor(
         backend=backend,
         on_result=lambda r: advance(len(r)),
     )
-    p_moved = apply_policy(np.concatenate(parts) if parts else np.empty((0, len(classes))), release)
+    p_moved = measured(np.concatenate(parts) if parts else np.empty((0, len(classes))), release)
     return NoiseFloor(
         positions, pdtp_of(p_full, p_moved, bin_size).pdtp, pdtp_of(p_full, p_moved, 0.0).pdtp
     )

@@ -1,9 +1,10 @@
 """Release policies: what the deployed model reveals of its probability vector (Shokri et al. VIII-A).
 
 A release policy is a function of one probability vector, applied to every output of the
-model before anything is measured: ``pdtp``, ``reduce-dtp`` and ``attack`` measure the model
-*as released*, and PDTP is then taken between the released outputs of A(T) and A(T\\{t})
-(Long et al., Definition 4.3, with the released vector as the classifier's response), after
+model before anything is measured: ``pdtp``, ``reduce-dtp``, ``mitigate`` and ``attack`` measure
+the model as released, less what an attacker can undo (below), and PDTP is then taken between
+the released outputs of A(T) and A(T\\{t}) (Long et al., Definition 4.3, with the released vector
+as the classifier's response), after
 the usual binning (section 5.2). Because the policy is a function of the two outputs alone,
 a sweep over policies needs no refit: it is this function applied to the stored
 p_{A(T)} and p_{A(T\\{t})} arrays.
@@ -28,13 +29,28 @@ when it flips the label; under ``top_k`` a class that enters or leaves the top k
 between its probability and 0. Rounding, like binning, can raise a record's PDTP (two
 probabilities either side of a rounding edge move apart) as well as lower it.
 
-A temperature alone hides nothing: it is a bijection of the probability vector for a known t
-(p_i is proportional to q_i^t), so an adversary who knows or estimates t undoes it, and
-attacks on the logit (LiRA, RMIA; for two classes logit q = logit p / t exactly) are not
-weakened. PDTP, a log-ratio of released values, still falls by about the factor t. So a
-temperature lowers the measure without lowering the risk: :func:`is_invertible` flags it, and
-``mptool mitigate`` lists it but never recommends it. Top-k, rounding and label-only do
-discard information (and binning at b, applied after any policy, discards some too).
+What the gate measures (issue 26): never less than an attacker can reconstruct. Long et al.'s
+adversary knows the training algorithm (section 3), the release policy included, and gets the
+released vector (section 5.3). So the policy *as measured* (:func:`gate_policy`) keeps only the
+steps that discard information; a step an attacker undoes is dropped before PDTP is taken:
+
+- ``temperature`` is never measured. For a known t it is a bijection of the vector (p_i is
+  proportional to q_i^t; for two classes logit q = logit p / t), so the untempered vector is
+  what the attacker has; PDTP of the released values would fall by about the factor t while the
+  risk stays (attacks on the logit, LiRA and RMIA, are not weakened). Combined with other steps,
+  they are measured on the untempered vector: at least as informative as the release.
+- ``top_k`` with k >= (number of classes) - 1 is not measured: the released values are the
+  model's own, not renormalised, so the one class left out is 1 minus their sum (for two classes,
+  top_k 1 releases the whole vector). With ``round`` the reconstruction is exact up to the rounding,
+  and the gate measures the rounded full vector.
+- ``top_k`` below that, ``round`` and ``label_only`` discard information no attacker can restore:
+  they are measured as released and named on every verdict (the verdict line, pdtp.json's
+  ``release`` block, junit.xml), since the number then describes the release, not the model.
+
+So a temperature (alone) leaves every verdict as without it: DTP is invariant under an invertible
+release, and ``mptool mitigate`` lists temperatures but never recommends one.
+Top-k, rounding and label-only do discard information (and binning at b, applied after any
+policy, discards some too).
 """
 
 from __future__ import annotations
@@ -95,15 +111,58 @@ def apply_policy(p: np.ndarray, policy: Any) -> np.ndarray:
     return release(p, **keys) if keys else np.asarray(p, dtype=float)
 
 
-def is_invertible(policy: Any) -> bool:
-    """True when ``policy`` only re-scales the output (a temperature and nothing else): the released
-    vector determines the model's own vector, so it lowers PDTP without hiding anything."""
+def gate_policy(policy: Any, n_classes: int) -> dict[str, Any]:
+    """The steps of ``policy`` an attacker cannot undo, i.e. what the gate measures (module docstring).
+
+    Drops ``temperature`` (a bijection for a known t) and ``top_k`` >= ``n_classes`` - 1 (the one
+    class left out is 1 minus the sum of the released values); keeps ``top_k`` below that,
+    ``round`` and ``label_only``.
+    """
     keys = policy_dict(policy)
-    return set(keys) == {"temperature"}
+    keys.pop("temperature", None)
+    if keys.get("top_k") is not None and keys["top_k"] >= n_classes - 1:
+        keys.pop("top_k")
+    return keys
+
+
+def measured(p: np.ndarray, policy: Any) -> np.ndarray:
+    """``p`` as the gate measures it under ``policy``: :func:`gate_policy`'s steps (classes: ``p``'s columns)."""
+    p = np.asarray(p, dtype=float)
+    keys = gate_policy(policy, p.shape[1]) if p.ndim == 2 else policy_dict(policy)
+    return release(p, **keys) if keys else p
+
+
+def is_invertible(policy: Any, n_classes: int | None = None) -> bool:
+    """True when ``policy`` is set but hides nothing an attacker cannot undo (:func:`gate_policy` is empty):
+    a temperature, or top-k of all classes but one (``n_classes`` given). It changes no verdict."""
+    keys = policy_dict(policy)
+    if n_classes is None:
+        return set(keys) == {"temperature"}
+    return bool(keys) and not gate_policy(policy, n_classes)
+
+
+def release_summary(policy: Any, n_classes: int) -> dict[str, Any]:
+    """pdtp.json's release keys: ``release`` (the policy as given), ``release_measured`` (what the gate
+    measured of it, :func:`gate_policy`) and ``release_note`` (:func:`measured_note`)."""
+    return {"release": policy_dict(policy), "release_measured": gate_policy(policy, n_classes),
+            "release_note": measured_note(policy, n_classes)}
+
+
+def measured_note(policy: Any, n_classes: int) -> str:
+    """One clause naming the policy and what the gate measured of it ('' without a policy)."""
+    keys, kept = policy_dict(policy), gate_policy(policy, n_classes)
+    if not keys:
+        return ""
+    if not kept:
+        return (f"release policy {describe(policy)} is invertible (an attacker undoes it), so the full "
+                "probability vector is measured")
+    dropped = [k for k in keys if k not in kept]
+    undone = f" ({', '.join(dropped)} undone as invertible: measured as {describe(kept)})" if dropped else ""
+    return f"release policy {describe(policy)}: measured as released, not the full probability vector{undone}"
 
 
 def describe(policy: Any) -> str:
-    """A short label of a policy for tables: ``full vector``, ``top_k=1``, ``round=2``, ``label_only``."""
+    """A short label of a policy for tables: ``full vector``, ``top_k=1``, ``round=2``, ``label_only`` (as given)."""
     keys = policy_dict(policy)
     if not keys:
         return "full vector"

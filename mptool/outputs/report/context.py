@@ -33,6 +33,7 @@ from mptool.outputs.report.loader import (
 )
 from mptool.outputs.report.mitigation import mitigation_block
 from mptool.outputs.report.values import fmt, number
+from mptool.outputs.report.verify import gate_label
 from mptool.runtime import ui
 from mptool.runtime.version import __version__
 
@@ -120,7 +121,10 @@ def verdict_block(inputs: ReportInputs) -> dict[str, Any]:
         failed = s["verdict"] == "fail"
         gate = s.get("baseline") if isinstance(s.get("baseline"), dict) else {}
         code = pdtp_exit_code(gate.get("verdict", s["verdict"]))
+        label = gate_label(s)  # verified against pdtp.csv when the report was loaded (report.verify)
         head = "DTP-1 VIOLATED" if failed else "DTP-1 holds"
+        if failed and label.startswith("pass-with"):
+            head += f"; the gate passed only through excused records ({label})"
         detail = (
             f"max PDTP {fmt(s.get('max'))} {'>' if failed else '≤'} threshold {fmt(s.get('threshold'), 2)}; "
             f"{fmt(s.get('violations'), None)} of {fmt(s.get('n'), None)} records above the threshold. "

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from mptool.inputs.baseline import PreviousRun, load_run
+from mptool.outputs.report.verify import gate_label
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 from mptool.runtime.version import __version__
@@ -83,7 +84,12 @@ def _comparable(run: PreviousRun, latest: PreviousRun) -> bool:
 
 
 def run_rows(history: History) -> pd.DataFrame:
-    """One row per run: folder, started, records, max, mean, violations, threshold, verdict."""
+    """One row per run: folder, started, records, max, mean, violations, threshold, verdict.
+
+    The verdict is the records' (PDTP above the threshold), not pdtp.json's word; a run whose gate
+    passed through excused records reads ``pass-with-waivers`` (or ``-baseline``), never ``fail`` or
+    a plain ``pass`` (:func:`mptool.outputs.report.verify.gate_label`).
+    """
     rows = []
     for run in history.runs:
         s = run.summary
@@ -93,7 +99,7 @@ def run_rows(history: History) -> pd.DataFrame:
             "run": run.path.parent.name, "started": _started(run) or "—", "records": int(p.size),
             "max": float(p.max()) if p.size else 0.0, "mean": float(p.mean()) if p.size else 0.0,
             "violations": int((p > threshold).sum()), "threshold": threshold,
-            "verdict": "fail" if (p > threshold).any() else "pass",
+            "verdict": gate_label({**s, "verdict": "fail" if (p > threshold).any() else "pass"}),
         })
     return pd.DataFrame(rows)
 

@@ -165,6 +165,9 @@ def load_results(results_dir: str | Path, top: int = 20, show_values: bool = Fal
     pdtp_table, pdtp_doc = _load_pair(results_dir, "pdtp", inputs)
     inputs.pdtp_table = pdtp_table
     inputs.pdtp_summary = summary_of(pdtp_doc) if pdtp_doc is not None else None
+    from mptool.outputs.report.verify import verify_pdtp
+
+    inputs.notes += verify_pdtp(pdtp_table, inputs.pdtp_summary, str(results_dir / "pdtp.json"))  # exit 2 if edited
     inputs.attack_table, inputs.attack_doc = _load_pair(results_dir, "attack", inputs)
     inputs.reduce_table, inputs.reduce_doc = _load_pair(results_dir, "reduce", inputs)
     from mptool.outputs.report.mitigation import load_mitigation

@@ -24,6 +24,8 @@ from mptool.runtime import ui
 MD_LIMIT = 500
 #: Characters with a meaning in GitHub Markdown inline text, escaped with a backslash.
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~$])")
+#: What starts a GitHub autolink: the ':' of a scheme, the '.' after www (escaped by :func:`cell`).
+_AUTOLINK = re.compile(r"(?i)(?:[a-z][a-z0-9+.-]*:(?=//)|\b(?:mailto|xmpp):|\bwww\.)")
 _LIST_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
 
 
@@ -34,11 +36,17 @@ def cell(value: Any) -> str:
     (``\\x1b``); ``& < >`` HTML entities (no tag or entity reaches the page); the
     characters of emphasis, code spans, links and images (brackets), headings, tables,
     strikethrough and math backslash-escaped; a leading list marker escaped; at most :data:`MD_LIMIT` characters.
+    GitHub's autolinks are broken where they start, rendered the same but never a live link (issue 26):
+    a backslash before the ``:`` of ``https://`` or ``mailto:`` and the ``.`` of ``www.``, and each ``@``
+    written as the fullwidth ``＠`` (U+FF20): GitHub links ``user@host`` through any backslash or entity,
+    and a cell holds no markup of its own.
     """
     text = re.sub(r"\r\n|\r|\n", " ", str(value))
     text = ui.safe_line(text, MD_LIMIT)
     text = _MD_SPECIAL.sub(r"\\\1", text)
+    text = _AUTOLINK.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1], text)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = text.replace("@", "\uff20")  # the fullwidth at sign: the same to a reader, never an e-mail link
     text = _LIST_START.sub(r"\1\\\2", text)
     return "\\" + text if re.match(r"[-+](\s|$)", text) else text
 

@@ -18,8 +18,9 @@ from mptool.outputs.report.values import number
 FILES = ("mitigate.csv", "mitigate.json")
 #: Columns of the report's table (mitigate.csv's names) and their headings.
 SHOWN = {"setting": "setting", "family": "family", "change": "change", "max_pdtp": "max PDTP",
-         "mean_pdtp": "mean PDTP", "above_target": "records above", "accuracy": "accuracy",
-         "log_loss": "log loss", "dtp_bound": "DTP bound (eps)", "passes": "passes"}
+         "mean_pdtp": "mean PDTP", "max_pdtp_binned": "max PDTP binned", "max_pdtp_raw": "max PDTP raw",
+         "above_target": "records above", "accuracy": "accuracy",
+         "log_loss": "log loss", "dtp_bound": "DTP bound (eps)", "passes": "passes", "why_not": "not recommended"}
 
 
 def load_mitigation(results_dir: Path, notes: list[str]) -> tuple[pd.DataFrame | None, dict[str, Any] | None]:
@@ -57,7 +58,9 @@ def pareto_front(max_pdtp: np.ndarray, accuracy: np.ndarray) -> np.ndarray:
 def _cell(column: str, value: Any) -> str:
     if column == "passes":
         return "yes" if str(value).lower() == "true" else "no"
-    if column in ("max_pdtp", "mean_pdtp", "accuracy", "log_loss", "dtp_bound"):
+    if column == "why_not":
+        return "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+    if column in ("max_pdtp", "mean_pdtp", "max_pdtp_binned", "max_pdtp_raw", "accuracy", "log_loss", "dtp_bound"):
         v = number(value)
         return "—" if v is None else f"{v:.4f}"
     if column == "above_target":
@@ -78,14 +81,16 @@ def mitigation_block(table: pd.DataFrame | None, doc: dict[str, Any] | None) -> 
     items = [("target (max PDTP)", f"{number(doc.get('target')) or 1.0:g}"),
              ("records audited", str(doc.get("n_audited", "—"))),
              ("rows outside T (utility)", str(doc.get("holdout_rows", "—"))),
+             ("always the majority class (accuracy)",
+              "—" if number(doc.get("majority_accuracy")) is None else f"{number(doc.get('majority_accuracy')):.4f}"),
              ("recommended", "none" if rec is None else f"{rec.get('setting')} ({rec.get('family')})"),
              ("runner-up per family", ", ".join(f"{k}: {v}" for k, v in (doc.get("runners_up") or {}).items()) or "—"),
              ("plan", str((doc.get("plan") or {}).get("line", "—")))]
     if rec is not None and rec.get("command"):
         items.append(("re-audit", str(rec["command"])))
     table_ctx = {"columns": [SHOWN[c] for c in cols], "rows": rows,
-                 "numeric": [c in ("max_pdtp", "mean_pdtp", "above_target", "accuracy", "log_loss", "dtp_bound")
-                             for c in cols],
+                 "numeric": [c in ("max_pdtp", "mean_pdtp", "max_pdtp_binned", "max_pdtp_raw", "above_target",
+                                   "accuracy", "log_loss", "dtp_bound") for c in cols],
                  "highlight": [rec is not None and r["setting"] == rec.get("setting") for _, r in table.iterrows()]}
     return {"sentence": str(doc.get("sentence", "")), "items": items, "table": table_ctx,
             "notes": [str(n) for n in doc.get("notes") or []]}

@@ -277,7 +277,7 @@ def tradeoff_plot(
                            label=None if len(filled) else fam)
         if not ok.all():
             ax.scatter([], [], marker="o", s=40, facecolors="none", edgecolors=GREY,
-                       label="hollow: not recommendable (temperature alone, removal)")
+                       label="hollow: not recommendable (mitigate.csv's why_not)")
         order = np.argsort(x[on])
         ax.plot(x[on][order], y[on][order], color=GREY, linewidth=1.0, linestyle=":", label="Pareto front")
         ax.axhline(target, color=RED, linestyle="--", linewidth=1.2, label=f"target {target:g} (DTP-1 at 1)")

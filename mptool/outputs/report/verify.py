@@ -1,0 +1,112 @@
+"""The report's verdict is recomputed from the records, never taken from ``summary.verdict`` alone (issue 26).
+
+pdtp.json's ``summary`` says the verdict, the maximum and the count above the threshold; pdtp.csv
+holds every reported record's PDTP on both scales, and (with ``--baseline``/``--waivers``) its
+``baseline_status`` and ``waived``. :func:`verify_pdtp` recomputes the DTP-1 verdict on the run's
+``--gate`` scale and the gate's verdict after baseline and waivers exactly as ``mptool pdtp`` did
+(:func:`mptool.api.baseline.gate`: a record counts when its status is new or worse and it is not
+waived), and refuses the folder (exit 2, one line) when the summary says otherwise: an edited
+result file. :func:`gate_label` names a pass that rests on excused records (``pass-with-waivers``,
+``pass-with-baseline``, ``pass-with-baseline-and-waivers``), so no report shows it as a plain pass
+or a plain fail.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mptool.runtime.errors import InputError
+
+#: Relative tolerance of the summary's max against the records' max (both written from the same floats;
+#: pdtp.csv round-trips them exactly, so anything beyond float formatting is an edit).
+MAX_RTOL = 1e-9
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _flags(column: pd.Series) -> np.ndarray:
+    """A CSV column of true/false as booleans (anything but true reads as false)."""
+    return column.astype(str).str.strip().str.lower().isin(["true", "1"]).to_numpy()
+
+
+def recomputed(table: pd.DataFrame, summary: dict[str, Any], where: str) -> dict[str, Any]:
+    """The DTP-1 verdict, the count above the threshold and the max, from the records on the ``--gate`` scale."""
+    threshold = _number(summary.get("threshold"))
+    if threshold is None:
+        raise InputError(f"{where}: summary.threshold is not a finite number; the verdict cannot be checked")
+    column = "pdtp_raw" if summary.get("gate") == "raw" else "pdtp"
+    if column not in table:
+        raise InputError(f"{where}: pdtp.csv has no '{column}' column; the verdict cannot be checked")
+    values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
+    if np.isnan(values).any():
+        raise InputError(f"{where}: pdtp.csv has a '{column}' cell that is not a number; the verdict cannot be checked")
+    above = int(np.sum(values > threshold))
+    return {"verdict": "fail" if above else "pass", "violations": above, "n": int(values.size),
+            "max": float(values.max()) if values.size else 0.0, "threshold": threshold, "column": column}
+
+
+def gate_recomputed(table: pd.DataFrame, threshold: float) -> dict[str, int | str]:
+    """The gate after baseline and waivers, as :func:`mptool.api.baseline.gate` decides it from the columns."""
+    violating = pd.to_numeric(table["pdtp"], errors="coerce").to_numpy(dtype=float) > threshold
+    if "baseline_status" in table:
+        status = table["baseline_status"].astype(str).str.strip().to_numpy()
+    else:
+        status = np.where(violating, "new", "")
+    waived = _flags(table["waived"]) if "waived" in table else np.zeros(len(table), dtype=bool)
+    counted = np.isin(status, ["new", "worse"]) & ~waived
+    return {"verdict": "fail" if counted.any() else "pass", "violations": int(violating.sum()),
+            "waived": int((waived & violating).sum()), "counted": int(counted.sum())}
+
+
+def verify_pdtp(table: pd.DataFrame | None, summary: dict[str, Any] | None, where: str) -> list[str]:
+    """Check pdtp.json's summary against pdtp.csv; InputError on any disagreement, else notes (if unverifiable)."""
+    if summary is None or summary.get("verdict") not in ("pass", "fail"):
+        return []
+    if table is None:
+        return ["the DTP-1 verdict is pdtp.json's alone: pdtp.csv (the records) is missing, so it is not verified"]
+    got = recomputed(table, summary, where)
+    said = {"verdict": summary.get("verdict"), "violations": summary.get("violations"), "n": summary.get("n")}
+    for key, value in said.items():
+        if value is not None and value != got[key]:
+            raise InputError(
+                f"{where}: summary.{key} ({value}) disagrees with the records in pdtp.csv ({got[key]}: "
+                f"{got['violations']} of {got['n']} above {got['threshold']:g} on {got['column']}); a result file "
+                "was edited: rerun mptool pdtp"
+            )
+    said_max = _number(summary.get("max"))
+    if said_max is None or not math.isclose(said_max, got["max"], rel_tol=MAX_RTOL, abs_tol=1e-12):
+        raise InputError(f"{where}: summary.max disagrees with the records in pdtp.csv; a result file was edited: "
+                         "rerun mptool pdtp")
+    block = summary.get("baseline")
+    if isinstance(block, dict) and "verdict" in block:
+        gate = gate_recomputed(table, got["threshold"])
+        if block.get("verdict") != gate["verdict"]:
+            raise InputError(
+                f"{where}: summary.baseline.verdict ({block.get('verdict')}) disagrees with pdtp.csv's "
+                f"baseline_status and waived columns ({gate['counted']} record(s) counted); a result file was "
+                "edited: rerun mptool pdtp"
+            )
+    return []
+
+
+def gate_label(summary: dict[str, Any]) -> str:
+    """The verdict a run's exit code stood for, naming what excused violations (module docstring)."""
+    verdict = str(summary.get("verdict"))
+    block = summary.get("baseline")
+    if not isinstance(block, dict) or block.get("verdict") not in ("pass", "fail"):
+        return verdict
+    if block["verdict"] == "fail" or verdict == "pass":
+        return str(block["verdict"])
+    counts = block.get("counts") if isinstance(block.get("counts"), dict) else {}
+    waived = counts.get("waived") or 0
+    by = [*(["baseline"] if "path" in block and (counts.get("violations") or 0) > waived else []),
+          *(["waivers"] if waived else [])]
+    return "pass-with-" + "-and-".join(by or ["baseline"])
