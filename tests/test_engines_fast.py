@@ -109,3 +109,58 @@ def test_dp_nb_engine_does_not_change_pdtp_output(tmp_path: Path) -> None:
         exact = NaiveBayesEngine().run(req, lambda n: None)
         ref = RefitEngine().run(req, lambda n: None)
     assert np.array_equal(exact.p_loo, ref.p_loo) or np.abs(exact.p_loo - ref.p_loo).max() <= 1e-12
+
+
+# --------------------------------------------------------------------------- k-NN: one search
+
+
+def _knn_frame(n: int = 70, seed: int = 2) -> pd.DataFrame:
+    """6 binary features as text (one-hot: ties everywhere), a duplicate crowd, a noisy label."""
+    rng = np.random.default_rng(seed)
+    F = rng.integers(0, 2, (n, 6))
+    F = np.vstack([F, np.repeat(F[3:4], 8, axis=0)])
+    label = np.where(rng.random(len(F)) < 1 / (1 + np.exp(-(F[:, :2].sum(axis=1) - 1))), "yes", "no")
+    return pd.DataFrame({**{f"f{j}": np.where(F[:, j] == 1, "on", "off") for j in range(6)}, "label": label})
+
+
+@pytest.mark.parametrize("params", [{"n_neighbors": 5}, {"n_neighbors": 4, "weights": "distance"}])
+def test_knn_one_search_serves_full_loo_and_accuracy(tmp_path: Path, params: dict, monkeypatch) -> None:
+    from mptool.inputs.neighbors import TieStableKNeighborsClassifier
+    from mptool.loo.knn import KnnEngine
+
+    req = _request(tmp_path, _knn_frame(), "knn", params)
+    model = req.full_model
+    knn = model.steps[-1][1]
+    searches: list[int] = []
+    ordered = TieStableKNeighborsClassifier._ordered
+
+    def counted(self, Q, m):
+        searches.append(len(Q))
+        return ordered(self, Q, m)
+
+    monkeypatch.setattr(TieStableKNeighborsClassifier, "_ordered", counted)
+    sample = np.array([0, 3, 5, 40, 71])  # 71: one of the copies of row 3
+    exact = KnnEngine().run(LooRequest(req.spec, req.template, req.train, model, req.classes, sample, 1),
+                            lambda n: None)
+    predicted = model.predict(req.train.X)
+    assert searches == [req.train.n]  # one search of every training row, nothing for predict on T
+    monkeypatch.setattr(TieStableKNeighborsClassifier, "_ordered", ordered)
+    # independent: a fresh fit (no stored search), separate searches as before the change
+    fresh = fit_checked(req.template, req.train)
+    Z = fresh[:-1].transform(req.train.X)
+    fknn = fresh.steps[-1][1]
+    assert np.array_equal(exact.p_full, fknn.predict_proba(Z[sample]))  # bit for bit
+    assert np.array_equal(exact.p_loo, fknn.predict_proba_excluding(Z[sample], sample))
+    assert np.array_equal(predicted, fknn.classes_[np.argmax(_proba_without_store(fknn, Z), axis=1)])
+    ref = RefitEngine().run(LooRequest(req.spec, req.template, req.train, model, req.classes, sample, 1),
+                            lambda n: None)
+    assert np.array_equal(exact.p_loo, ref.p_loo)  # refits on T \ {t}: same tie rule, bit for bit
+    assert knn.kneighbors(Z[:10], 3)[1].shape == (10, 3)  # other queries: a search of their own
+
+
+def _proba_without_store(knn, Z: np.ndarray) -> np.ndarray:
+    """predict_proba by a search of Z itself (the stored training search bypassed)."""
+    from mptool.inputs.neighbors import vote
+
+    dist, ind = knn._ordered(np.asarray(Z, dtype=np.float64), knn.n_neighbors)
+    return vote(knn._y[ind], dist, len(knn.classes_), knn.weights)
