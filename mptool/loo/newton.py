@@ -85,10 +85,13 @@ def probabilities(S: np.ndarray, n_classes: int) -> np.ndarray:
     return softmax(S, axis=-1)
 
 
-def _residual(S: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
-    """d loss / d scores at S (n, b, m) for labels y (n,): p - onehot(y) (binary: p_1 - y)."""
+def _residual(S: np.ndarray, y: np.ndarray, n_classes: int, overwrite: bool = False) -> np.ndarray:
+    """d loss / d scores at S (n, b, m) for labels y (n,): p - onehot(y) (binary: p_1 - y).
+
+    ``overwrite``: binary residuals are written into S itself (no second n x b array; same values).
+    """
     if n_classes == 2:
-        R = expit(S)
+        R = expit(S, out=S) if overwrite else expit(S)
         R -= y[:, None, None]
         return R
     R = softmax(S, axis=-1)
@@ -267,7 +270,7 @@ def loo_gradient(opt: FullOptimum, U: np.ndarray, pos: np.ndarray, pen_t: np.nda
     shifted = bool(shift.any())
     if shifted:
         S += np.einsum("bkd,bd->bk", U, shift)[None]
-    R = _residual(S, y, K)
+    R = _residual(S, y, K, overwrite=True)  # S is not needed again
     G = (X.T @ R.reshape(n, b * m)).reshape(D, b, m).transpose(1, 2, 0)
     if shifted:
         G = G + R.sum(axis=0)[:, :, None] * shift[:, None, :]
