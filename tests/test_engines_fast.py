@@ -164,3 +164,21 @@ def _proba_without_store(knn, Z: np.ndarray) -> np.ndarray:
 
     dist, ind = knn._ordered(np.asarray(Z, dtype=np.float64), knn.n_neighbors)
     return vote(knn._y[ind], dist, len(knn.classes_), knn.weights)
+
+
+def test_knn_stored_search_is_not_pickled_or_loaded(tmp_path: Path) -> None:
+    import pickle
+
+    import skops.io as sio
+
+    req = _request(tmp_path, _knn_frame(), "knn", {"n_neighbors": 3})
+    knn = req.full_model.steps[-1][1]
+    knn.training_order()
+    assert knn._train_order is not None
+    assert getattr(pickle.loads(pickle.dumps(knn)), "_train_order", None) is None
+    path = tmp_path / "m.skops"
+    sio.dump(req.full_model, path)
+    loaded = sio.load(path, trusted=sio.get_untrusted_types(file=path))
+    assert getattr(loaded.steps[-1][1], "_train_order", None) is None
+    Z = req.full_model[:-1].transform(req.train.X)
+    assert np.array_equal(loaded.predict_proba(req.train.X), knn.predict_proba(Z))

@@ -291,6 +291,18 @@ class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
             self._train_order = self._ordered(self._fit_X, m)
         return self._train_order
 
+    def __getstate__(self) -> dict:
+        """The state without the stored search: a copy (a worker, a saved model) searches again when asked."""
+        state = dict(super().__getstate__())
+        state.pop("_train_order", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        """Restore, never trusting a stored search that came with the state (a model file is not this process)."""
+        state = dict(state)
+        state.pop("_train_order", None)
+        super().__setstate__(state)
+
     def _is_training(self, Q: np.ndarray) -> bool:
         """True when the queries are the training rows themselves, in order (then the stored search serves)."""
         return Q.shape == self._fit_X.shape and np.array_equal(Q, self._fit_X)
