@@ -140,7 +140,7 @@ def test_pdtp_with_dp_categorical_nb_is_deterministic_across_jobs(tmp_path: Path
         assert r.code in (0, 1), r.stderr
         outs.append(pd.read_csv(out / "pdtp.csv"))
         summary = json.loads((out / "pdtp.json").read_text())["summary"]
-        assert summary["engine"] == "refit"  # no exact engine claims the DP model
+        assert summary["engine"] == "exact-naive-bayes"  # counts downdated under the same seeded noise
         assert summary["noise_floor"]["order_dependent"] is False  # exactly paired: counts + seeded noise
     pd.testing.assert_frame_equal(outs[0], outs[1])
     assert outs[0]["pdtp"].max() > 0  # the paired seeds do not hide t's own influence on the counts
@@ -153,7 +153,7 @@ def test_mitigate_has_dp_rows_for_categorical_nb_with_the_epsilon_bound(tmp_path
     dp = result.table[result.table["family"] == "dp"]
     assert list(dp["dtp_bound"]) == list(api.DP_EPSILONS)
     assert list(dp["setting"]) == [f"dp_categorical_nb eps={e:g}" for e in api.DP_EPSILONS]
-    assert (dp["engine"] == "refit").all() and (dp["fits"] == 41).all()
+    assert (dp["engine"] == "exact-naive-bayes").all() and (dp["fits"] == 1).all()  # no refit per record
     assert dp["accuracy"].notna().all() and dp["max_pdtp"].notna().all()
 
 

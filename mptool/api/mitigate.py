@@ -12,8 +12,10 @@ Families (each row of the result is one setting, scored on the same footing):
 - ``dp`` (an epsilon-DP algorithm has DTP <= epsilon over its noise: Long et al. 4.2, Definition
   4.1, derived in :mod:`mptool.inputs.dp_nb`): over an epsilon grid, with that bound beside the
   paired-seed PDTP. Categorical naive Bayes gets mptool's own ``dp_categorical_nb`` (Laplace
-  noise on its counts; no optional dependency); other naive Bayes and logistic regression get
-  diffprivlib's models, skipped with a note when diffprivlib is not usable.
+  noise on its counts; no optional dependency; audited by the exact naive Bayes engine, which
+  downdates the counts under the same seeded noise: :mod:`mptool.loo.dp_naive_bayes`); other
+  naive Bayes and logistic regression get diffprivlib's models (refitted), skipped with a note
+  when diffprivlib is not usable.
 
 Each setting gets max/mean/p95 PDTP of the released outputs as the gate measures them (binned,
 Long et al. 5.2; both scales are kept), the records above the target, and accuracy and log loss
@@ -367,7 +369,7 @@ def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: 
     fits = fit_count(prep, n_audited)
     trained = [s for s in settings if s.family != "release"]
     for s in trained:
-        fits += 1 + n_audited if s.family == "dp" else fit_count(respecified(prep, s.spec), n_audited)
+        fits += fit_count(respecified(prep, s.spec), n_audited)
     n_release = len(settings) - len(trained)
     extra = "; removal: reduce-dtp, up to its removal budget of recomputes" if removal else ""
     line = (f"plan: {1 + len(settings) + int(removal)} settings on {n_audited} audited records of T "

@@ -124,17 +124,30 @@ class DPCategoricalNB(ClassifierMixin, BaseEstimator):
         self._validate_params()
         Z, idx, sizes = self._domain(X, y)
         K, d = len(self.classes), len(sizes)
-        rng = check_random_state(self.random_state)
         self.noise_scale_ = (d + 1) / float(self.epsilon)
         class_count = np.bincount(idx, minlength=K).astype(float)
         tables = [np.bincount(idx * n + Z[:, j], minlength=K * n).reshape(K, n).astype(float)
                   for j, n in enumerate(sizes.tolist())]
-        self.noisy_class_count_ = class_count + rng.laplace(0.0, self.noise_scale_, K)
-        self.noisy_category_count_ = [t + rng.laplace(0.0, self.noise_scale_, t.shape) for t in tables]
+        class_noise, table_noise = self.noise(K, sizes)
+        self.noisy_class_count_ = class_count + class_noise
+        self.noisy_category_count_ = [t + e for t, e in zip(tables, table_noise, strict=True)]
         self.classes_ = np.asarray(list(self.classes), dtype=object)
         self.n_features_in_ = d
         self._post_process()
         return self
+
+    def noise(self, n_classes: int, sizes: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The Laplace((d + 1) / epsilon) draws ``fit`` adds: K for the class counts, then (K, n_j) per feature.
+
+        Drawn from ``random_state`` in that fixed order; how many and in which order depend only
+        on the public domain (K classes, the sizes n_j), never on T's records, their number or
+        order: T and T \\ {t} fitted with the same integer seed get the same noise, which is what
+        lets the exact engine (``mptool.loo.dp_naive_bayes``) downdate the counts instead of refitting.
+        """
+        rng = check_random_state(self.random_state)
+        scale = (len(sizes) + 1) / float(self.epsilon)
+        class_noise = rng.laplace(0.0, scale, n_classes)
+        return class_noise, [rng.laplace(0.0, scale, (n_classes, int(n))) for n in np.asarray(sizes).tolist()]
 
     def _post_process(self) -> None:
         """Clip at 0, floor class counts at 1, smooth with alpha, take logs (all post-processing)."""

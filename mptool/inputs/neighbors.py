@@ -183,6 +183,13 @@ def first_in_order(key: np.ndarray, m: int) -> np.ndarray:
     return np.take_along_axis(idx, order, axis=1)
 
 
+def _drop(dist: np.ndarray, ind: np.ndarray, exclude: Any, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """From each row's first m + 1 neighbours, the first m other than ``exclude[r]`` (the last when it is absent)."""
+    keep = ind != np.asarray(exclude, dtype=np.int64)[:, None]
+    keep[keep.all(axis=1), -1] = False
+    return dist[keep].reshape(-1, m), ind[keep].reshape(-1, m)
+
+
 def vote(labels: np.ndarray, dist: np.ndarray, n_classes: int, weights: str) -> np.ndarray:
     """Class probabilities from the class indices and distances of each row's neighbours, in order.
 
@@ -267,7 +274,38 @@ class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         self.n_samples_fit_ = X.shape[0]
         self._kind = metric_kind(self.metric, self.p, self.metric_params)
         self._dist = _Distances(self._fit_X, self._kind)
+        self._train_order: tuple[np.ndarray, np.ndarray] | None = None
         return self
+
+    def training_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distances and indices of the first min(k + 1, n) training rows of every training row (tie-rule order).
+
+        One search, kept on the fitted model: its first k columns are each training row's
+        neighbours in T (``predict_proba`` on the training rows), and with the row itself dropped
+        its leave-one-out neighbours (:meth:`excluding_from`). A row's order depends on that row
+        alone (module docstring), so the prefix of a longer list is exactly the shorter search.
+        """
+        check_is_fitted(self)
+        if getattr(self, "_train_order", None) is None:
+            m = min(self.n_neighbors + 1, self.n_samples_fit_)
+            self._train_order = self._ordered(self._fit_X, m)
+        return self._train_order
+
+    def __getstate__(self) -> dict:
+        """The state without the stored search: a copy (a worker, a saved model) searches again when asked."""
+        state = dict(super().__getstate__())
+        state.pop("_train_order", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        """Restore, never trusting a stored search that came with the state (a model file is not this process)."""
+        state = dict(state)
+        state.pop("_train_order", None)
+        super().__setstate__(state)
+
+    def _is_training(self, Q: np.ndarray) -> bool:
+        """True when the queries are the training rows themselves, in order (then the stored search serves)."""
+        return Q.shape == self._fit_X.shape and np.array_equal(Q, self._fit_X)
 
     def _check_k(self, m: int) -> None:
         if m > self.n_samples_fit_:
@@ -299,7 +337,10 @@ class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         else:
             Q = _validated(self, X, reset=False)
             self._check_k(m)
-            dist, ind = self._ordered(Q, m)
+            if m <= self.n_neighbors + 1 and self._is_training(Q):
+                dist, ind = (a[:, :m] for a in self.training_order())
+            else:
+                dist, ind = self._ordered(Q, m)
         return (dist, ind) if return_distance else ind
 
     def kneighbors_excluding(self, Q: np.ndarray, exclude: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -311,9 +352,26 @@ class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         self._check_k(m + 1)
         Q = np.ascontiguousarray(Q, dtype=np.float64)
         dist, ind = self._ordered(Q, m + 1)
-        keep = ind != np.asarray(exclude, dtype=np.int64)[:, None]
-        keep[keep.all(axis=1), -1] = False
-        return dist[keep].reshape(-1, m), ind[keep].reshape(-1, m)
+        return _drop(dist, ind, exclude, m)
+
+    def excluding_from(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For training rows ``positions``: (dist, ind) of their k neighbours in T, then of their k in T without them.
+
+        Both from :meth:`training_order`'s one search: the first k, and the first k + 1 with the
+        row itself dropped (:meth:`kneighbors_excluding` on the same rows gives the same lists).
+        """
+        k = self.n_neighbors
+        self._check_k(k + 1)
+        pos = np.asarray(positions, dtype=np.int64)
+        dist, ind = (a[pos] for a in self.training_order())
+        return dist[:, :k], ind[:, :k], *_drop(dist, ind, pos, k)
+
+    def predict_proba_loo(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Class probabilities (``classes_`` order) of training rows ``positions`` from T and from T without them."""
+        d_full, i_full, d_loo, i_loo = self.excluding_from(positions)
+        n_classes = len(self.classes_)
+        full = vote(self._y[i_full], d_full, n_classes, self.weights)
+        return full, vote(self._y[i_loo], d_loo, n_classes, self.weights)
 
     def predict_proba_excluding(self, Q: np.ndarray, exclude: np.ndarray) -> np.ndarray:
         """Class probabilities (``classes_`` order) for query row r from the training rows other than exclude[r].

@@ -18,6 +18,9 @@ The engine follows the whole pipeline exactly or refuses it:
 - ``GaussianNB``: fixed design plus ``StandardScaler`` numerics; the scaler's mean and
   standard deviation are downdated per record and the class statistics re-expressed in the
   new coordinates, and ``var_smoothing * max variance`` is recomputed on T \\ {t}.
+- mptool's epsilon-DP ``DPCategoricalNB`` with an integer seed: its noise depends on the public
+  domain and the seed only, so the counts are downdated under the same noise
+  (``mptool.loo.dp_naive_bayes``).
 - Never: ``SimpleImputer`` (its median moves), class priors given by hand.
 
 A class whose only record leaves disappears from A(T\\{t}); its probability is 0, as in
@@ -42,6 +45,7 @@ from sklearn.compose import ColumnTransformer
 from sklearn.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
 from sklearn.pipeline import Pipeline
 
+from mptool.inputs.dp_nb import DPCategoricalNB
 from mptool.inputs.models import DomainEncoder, proba_in
 from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
@@ -56,6 +60,7 @@ from mptool.loo.design import (
     scale_of,
     scaler_kind,
 )
+from mptool.loo.dp_naive_bayes import dp_engine_run, dp_refusal
 
 #: Rows per vectorised block (bounds memory at about block * classes * features floats).
 BLOCK = 1 << 16
@@ -414,6 +419,8 @@ class NaiveBayesEngine:
 
     def refuses(self, spec: Spec, template: Any) -> str | None:
         est = template.steps[-1][1] if isinstance(template, Pipeline) else template
+        if type(est) is DPCategoricalNB:
+            return dp_refusal(template)
         if type(est) not in (CategoricalNB, GaussianNB, BernoulliNB, MultinomialNB):
             return f"{type(est).__name__} is not one of scikit-learn's naive Bayes classifiers"
         if isinstance(est, CategoricalNB):
@@ -443,6 +450,9 @@ class NaiveBayesEngine:
         y_idx = class_index(T.y, request.classes)
         C = len(request.classes)
         pos = np.asarray(request.positions, dtype=np.int64)
+        if isinstance(est, DPCategoricalNB):
+            p_full, p_loo = dp_engine_run(request, advance)
+            return LooResult(p_full=p_full, p_loo=p_loo, engine=self.name)
         if isinstance(est, CategoricalNB):
             enc, cat_est = categorical_parts(request.template)  # type: ignore[misc]
             codes = enc.transform(T.X[list(request.template.steps[0][1].transformers[0][2])])

@@ -85,10 +85,13 @@ def probabilities(S: np.ndarray, n_classes: int) -> np.ndarray:
     return softmax(S, axis=-1)
 
 
-def _residual(S: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
-    """d loss / d scores at S (n, b, m) for labels y (n,): p - onehot(y) (binary: p_1 - y)."""
+def _residual(S: np.ndarray, y: np.ndarray, n_classes: int, overwrite: bool = False) -> np.ndarray:
+    """d loss / d scores at S (n, b, m) for labels y (n,): p - onehot(y) (binary: p_1 - y).
+
+    ``overwrite``: binary residuals are written into S itself (no second n x b array; same values).
+    """
     if n_classes == 2:
-        R = expit(S)
+        R = expit(S, out=S) if overwrite else expit(S)
         R -= y[:, None, None]
         return R
     R = softmax(S, axis=-1)
@@ -254,20 +257,27 @@ def _own_terms(opt: FullOptimum, U: np.ndarray, xt: np.ndarray, yt: np.ndarray) 
     return _residual(S[:, None, :], yt, opt.prob.n_classes)[:, 0, :], _curvature(S, opt.prob.n_classes)
 
 
-def loo_gradient(opt: FullOptimum, U: np.ndarray, pos: np.ndarray, pen_t: np.ndarray, shift: np.ndarray) -> np.ndarray:
+def loo_gradient(
+    opt: FullOptimum, U: np.ndarray, pos: np.ndarray, pen_t: np.ndarray, shift: np.ndarray,
+    work: np.ndarray | None = None,
+) -> np.ndarray:
     """Exact gradient of F_{T \\ {t}} at U[j] for each record t = pos[j]: (b, m, D).
 
     One pass over T for the whole batch: scores X U^T and the back-product X^T R are
-    matrix products; t's own term is then subtracted and t's penalty added.
+    matrix products; t's own term is then subtracted and t's penalty added. ``work``: a flat
+    float array of at least n * b * m that holds the scores (reused across passes: no fresh
+    n x b array, and its page faults, per pass).
     """
     X, y, K = opt.prob.X, opt.prob.y, opt.prob.n_classes
     b, m, D = U.shape
     n = len(X)
-    S = (X @ U.reshape(b * m, D).T).reshape(n, b, m)
+    if work is None or work.size < n * b * m:
+        work = np.empty(n * b * m)
+    S = np.matmul(X, U.reshape(b * m, D).T, out=work[: n * b * m].reshape(n, b * m)).reshape(n, b, m)
     shifted = bool(shift.any())
     if shifted:
         S += np.einsum("bkd,bd->bk", U, shift)[None]
-    R = _residual(S, y, K)
+    R = _residual(S, y, K, overwrite=True)  # S is not needed again
     G = (X.T @ R.reshape(n, b * m)).reshape(D, b, m).transpose(1, 2, 0)
     if shifted:
         G = G + R.sum(axis=0)[:, :, None] * shift[:, None, :]
@@ -392,6 +402,7 @@ def loo_optima(opt: FullOptimum, pos: np.ndarray, pen_t: np.ndarray, shift: np.n
         own, _ = _own_terms(opt, U, opt.prob.X[pos], opt.prob.y[pos])
         G = opt.G[None] - own[:, :, None] * opt.prob.X[pos][:, None, :] + (pen_t - opt.prob.pen)[:, None, :] * U
     G = G.reshape(b, -1)
+    work = np.empty(len(opt.prob.X) * b * m)  # the scores of every pass of this batch
     active, last = np.arange(b), np.full(b, np.inf)
     history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     slow: list[int] = []
@@ -410,7 +421,7 @@ def loo_optima(opt: FullOptimum, pos: np.ndarray, pen_t: np.ndarray, shift: np.n
         active = active[go]
         if not active.size:
             break
-        G_new = loo_gradient(opt, U[active], pos[active], pen_t[active], shift[active]).reshape(len(active), -1)
+        G_new = loo_gradient(opt, U[active], pos[active], pen_t[active], shift[active], work).reshape(len(active), -1)
         history = [(s_[go], y_[go], r_[go]) for s_, y_, r_ in history] + [_pair(moved[go], G_new - G[go])]
         G = G_new
     slow.extend(active.tolist())
