@@ -113,7 +113,8 @@ EngineOpt = Annotated[str, typer.Option(help="Leave-one-out engine for PDTP: aut
 TrainedOpt = Annotated[
     Path | None,
     typer.Option(
-        help="The shipped model, saved with skops.io.dump (never pickle): checked to predict like A(T) of the "
+        help="The shipped model, saved with skops.io.dump (never pickle) or exported to ONNX (MODEL.onnx): "
+        "checked to predict like A(T) of the "
         "spec, then attacked too (loss threshold; T as members, rows outside T as non-members)."
     ),
 ]

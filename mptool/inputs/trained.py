@@ -34,6 +34,8 @@ MPTOOL_TYPES = (
     "mptool.inputs.neighbors.TieStableKNeighborsClassifier",
     "mptool.inputs.neighbors._Distances",
 )
+#: Standard-library containers a fitted model holds (LightGBM's booster keeps an OrderedDict): data, no code.
+SAFE_TYPES = ("collections.OrderedDict",)
 #: Module prefixes whose types are trusted without --allow-import.
 TRUSTED_PREFIXES = ("sklearn.",)
 #: Largest uncompressed size of a skops archive's members together (a zip bomb is refused before it is read).
@@ -51,6 +53,7 @@ class TrainedModel:
     model: Any
     path: str
     sha256: str
+    tolerance: float = 1e-6  # TRAINED_TOLERANCE; an ONNX graph computes in float32 (onnx_model.ONNX_TOLERANCE)
 
 
 def _class_defined_at(name: str, prefix: str) -> bool:
@@ -88,7 +91,7 @@ def _sklearn_class(name: str) -> bool:
 def _trusted(name: str, allow_imports: tuple[str, ...]) -> bool:
     """Whether the skops type ``name`` may be built: mptool's own types, and classes defined in sklearn or in
     a module named with ``--allow-import`` (or under it) at exactly that path, never a name such a module imports."""
-    if name in MPTOOL_TYPES or _sklearn_class(name):
+    if name in MPTOOL_TYPES or name in SAFE_TYPES or _sklearn_class(name):
         return True
     return any(_class_defined_at(name, m) for m in allow_imports)
 
@@ -114,12 +117,18 @@ def _check_archive_sizes(path: Path) -> None:
 
 
 def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> TrainedModel:
-    """Load a skops file, trusting only scikit-learn, mptool and ``allow_imports`` types; InputError otherwise."""
+    """Load a skops file, trusting only scikit-learn, mptool and ``allow_imports`` types, or an ONNX graph
+    (``*.onnx``: :mod:`mptool.inputs.onnx_model`, standard operators only); InputError otherwise."""
     path = Path(path)
     if path.exists() and not path.is_file():  # a pipe blocks the read, a device like /dev/zero never ends
         raise InputError(f"{path}: --trained is not a regular file (a pipe, device, socket or directory)")
     if not path.is_file():
         raise InputError(f"{path}: --trained model file not found; save the model with skops.io.dump")
+    from mptool.inputs import onnx_model
+
+    if onnx_model.is_onnx_path(path):
+        graph, digest = onnx_model.load_onnx(path)
+        return TrainedModel(graph, str(path), digest, onnx_model.ONNX_TOLERANCE)
     try:
         import skops.io as sio
     except ImportError:  # pragma: no cover - skops is a dependency
@@ -127,7 +136,7 @@ def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> Train
     if not zipfile.is_zipfile(path):
         raise InputError(
             f"{path}: not a skops file (a zip archive); mptool never loads pickle or joblib files, "
-            "which can run code: save the model with skops.io.dump"
+            "which can run code: save the model with skops.io.dump (or export it to ONNX as MODEL.onnx)"
         )
     _check_archive_sizes(path)
     try:
@@ -160,19 +169,25 @@ def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> Train
     return TrainedModel(model, str(path), digest)
 
 
-def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: np.ndarray, rows: np.ndarray) -> dict:
-    """How far the artefact is from A(T) on T: InputError beyond ``TRAINED_TOLERANCE``, else the figures.
+def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: np.ndarray, rows: np.ndarray,
+                    numeric: list[str] | None = None) -> dict:
+    """How far the artefact is from A(T) on T: InputError beyond its tolerance (``TRAINED_TOLERANCE``; an ONNX
+    graph's :data:`~mptool.inputs.onnx_model.ONNX_TOLERANCE`), else the figures.
 
     ``p_spec`` are A(T)'s probabilities on ``X`` (T's records, CSV ``rows``) in the order of
-    ``classes``; the artefact must know the same classes. The dict also holds the artefact's
-    ``probabilities`` on ``X`` (classes order) and the ``model``, which are not for JSON.
+    ``classes``; the artefact must know the same classes. An ONNX graph's inputs must also be
+    the spec's feature columns (``numeric``: those read as numbers). The dict also holds the
+    artefact's ``probabilities`` on ``X`` (classes order) and the ``model``, which are not for JSON.
     """
     seen = [str(c) for c in trained.model.classes_]
     if sorted(seen) != sorted(str(c) for c in classes):
         raise InputError(
-            f"{trained.path}: the model knows {len(seen)} class(es) but T has {len(classes)} "
-            f"({ui.listing(classes.tolist(), 5)}); it was not trained on this label"
+            f"{trained.path}: the model knows {len(seen)} class(es) ({ui.listing(seen, 5)}) but T has "
+            f"{len(classes)} ({ui.listing(classes.tolist(), 5)}); it was not trained on this label"
         )
+    if hasattr(trained.model, "check_features"):  # an ONNX graph: its inputs and classes against the spec
+        trained.model.check_features([str(c) for c in X.columns], list(X.columns) if numeric is None else numeric)
+        trained.model.relabel(classes)
     try:
         with warnings.catch_warnings():  # e.g. "X has feature names, but ... was fitted without": the error says it
             warnings.simplefilter("ignore")
@@ -191,11 +206,11 @@ def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: 
     diff = np.abs(p - p_spec).max(axis=1)
     other = int(np.sum(p.argmax(axis=1) != p_spec.argmax(axis=1)))
     worst = float(diff.max()) if diff.size else 0.0
-    if not np.isfinite(p).all() or worst > TRAINED_TOLERANCE:
+    if not np.isfinite(p).all() or worst > trained.tolerance:
         raise InputError(
             f"{trained.path}: the model does not predict like A(T) of the spec: largest probability difference "
             f"{worst:.3g} on T (CSV row {int(rows[int(diff.argmax())])}), {other} of {len(rows)} records get another "
             "class; it is not the model this spec trains on this data (check the spec, the data and the seed)"
         )
     return {"path": trained.path, "sha256": trained.sha256, "max_abs_difference": worst,
-            "tolerance": TRAINED_TOLERANCE, "probabilities": p, "model": trained.model}
+            "tolerance": trained.tolerance, "probabilities": p, "model": trained.model}
