@@ -12,7 +12,10 @@ flipped with a probability), generalised to any column as mptool's ``noisy:F`` s
 features (at least one), chosen at random, is replaced by the value of that feature in a
 random record of D, so every copy stays in each column's domain (categories, bins).
 
-- ``label_only``: score = (1[f(x) = y] + sum_j 1[f(x'_j) = y]) / (N + 1), y the true label.
+- ``label_only``: score = 0 when f(x) != y (y the true label), else (1 + sum_j 1[f(x'_j) = y] / N) / 2:
+  the records the model gets wrong rank lowest (the paper's boundary-distance attack gives them
+  distance 0, as ART's does), the others by the share of copies that keep the true label, so the
+  ranking refines the gap attack's (member iff f(x) = y) and never merges what it separates.
 - ``label_free``: the adversary lacks y (the variant ART's users asked for): score =
   sum_j 1[f(x'_j) = f(x)] / N, the stability of the model's own label around x.
 
@@ -98,9 +101,10 @@ def scores(labels: np.ndarray, targets: int, copies: int, y_idx: np.ndarray) -> 
     the originals first, then the copies in target-major order (module docstring)."""
     own = labels[:, :targets]  # f(x)
     noisy = labels[:, targets:].reshape(len(labels), targets, copies)  # f(x'_j)
-    right = (own == y_idx[None, :]).astype(float) + (noisy == y_idx[None, :, None]).sum(axis=2)
+    correct = own == y_idx[None, :]
+    right = np.where(correct, (1.0 + (noisy == y_idx[None, :, None]).mean(axis=2)) / 2.0, 0.0)
     stable = (noisy == own[:, :, None]).mean(axis=2)
-    return right / (copies + 1), stable
+    return right, stable
 
 
 def best_threshold(score: np.ndarray, member: np.ndarray) -> float:
@@ -161,5 +165,5 @@ def describe(result: LabelOnly, shadows: int, free: bool) -> dict[str, Any]:
         "fraction_resampled": FRACTION,
         "calibration_shadows": shadows,
         "score": "share of perturbed copies keeping the model's own label on x (no true label)" if free
-        else "share of x and its perturbed copies predicted as the true label",
+        else "0 if x is misclassified, else (1 + share of its perturbed copies predicted as the true label) / 2",
     }

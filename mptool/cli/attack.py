@@ -38,7 +38,8 @@ ATTACK_EXIT_HELP = (
 AttacksOpt = Annotated[
     str,
     typer.Option(
-        help="Comma-separated: untargeted,distance,frequency,threshold,lira,rmia, or all; plus attribute:COLUMN "
+        help="Comma-separated: untargeted,distance,frequency,threshold,lira,rmia, or all; plus label_only "
+        "(Choquette-Choo's label-only attack and its label-free variant) and attribute:COLUMN "
         "(Yeom's attribute inference of a feature column; alone, or beside membership attacks)."
     ),
 ]
