@@ -11,6 +11,9 @@ skops reads a zip of JSON and arrays and builds only types it is told to trust; 
 scikit-learn's and its own types, and classes defined in modules named with ``--allow-import``,
 each only at the exact path where it is defined (never a function, nor a name a trusted module
 imports from elsewhere). Any other type in the file is refused, named, before anything is built.
+
+``--trained MODEL.onnx`` loads an ONNX graph instead (:mod:`mptool.inputs.onnx_model`: standard
+operators only, no external data, bounded size), compared with A(T) within its float32 tolerance.
 """
 
 from __future__ import annotations
@@ -34,8 +37,6 @@ MPTOOL_TYPES = (
     "mptool.inputs.neighbors.TieStableKNeighborsClassifier",
     "mptool.inputs.neighbors._Distances",
 )
-#: Standard-library containers a fitted model holds (LightGBM's booster keeps an OrderedDict): data, no code.
-SAFE_TYPES = ("collections.OrderedDict",)
 #: Module prefixes whose types are trusted without --allow-import.
 TRUSTED_PREFIXES = ("sklearn.",)
 #: Largest uncompressed size of a skops archive's members together (a zip bomb is refused before it is read).
@@ -91,7 +92,7 @@ def _sklearn_class(name: str) -> bool:
 def _trusted(name: str, allow_imports: tuple[str, ...]) -> bool:
     """Whether the skops type ``name`` may be built: mptool's own types, and classes defined in sklearn or in
     a module named with ``--allow-import`` (or under it) at exactly that path, never a name such a module imports."""
-    if name in MPTOOL_TYPES or name in SAFE_TYPES or _sklearn_class(name):
+    if name in MPTOOL_TYPES or _sklearn_class(name):
         return True
     return any(_class_defined_at(name, m) for m in allow_imports)
 
