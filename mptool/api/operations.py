@@ -141,7 +141,8 @@ def with_trained(prep: Prepared, trained: str | Path | None, allow_import: tuple
         return prep
     shipped = load_trained(trained, allow_import)
     p_spec = proba_in(fit_checked(prep.template, prep.train), prep.train.X, prep.classes)
-    return replace(prep, trained=compare_to_spec(shipped, prep.train.X, prep.classes, p_spec, prep.train.rows))
+    numeric = [c.name for c in prep.train.schema.columns if c.kind == "numeric"]
+    return replace(prep, trained=compare_to_spec(shipped, prep.train.X, prep.classes, p_spec, prep.train.rows, numeric))
 
 
 def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = ()) -> Prepared:

@@ -9,12 +9,18 @@ Attack names used on the command line and in result files:
 - ``attribute`` (``--attacks attribute:COLUMN``, not part of ``all``): Yeom et al.'s attribute
   inference (section 4) of a feature column; :mod:`mptool.attacks.attribute`.
 - ``rmia`` and ``rmia_offline``: Zarifzadeh et al.'s relative attack (``--attacks rmia`` runs both).
+- ``label_only`` and ``label_free`` (``--attacks label_only`` runs both; not part of ``all``):
+  Choquette-Choo et al.'s label-only attack and its variant without the true label;
+  :mod:`mptool.attacks.label_only`.
 """
 
 from __future__ import annotations
 
 #: Names accepted by --attacks (``all`` selects every one).
 ATTACK_CHOICES = ("untargeted", "distance", "frequency", "threshold", "lira", "rmia")
+
+#: Names accepted by --attacks that ``all`` leaves out (they refit the target models for their queries).
+EXTRA_CHOICES = ("label_only",)
 
 #: Result names each choice produces, in output order.
 RESULT_NAMES = {
@@ -24,6 +30,7 @@ RESULT_NAMES = {
     "threshold": ("threshold",),
     "lira": ("lira", "lira_offline"),
     "rmia": ("rmia", "rmia_offline"),
+    "label_only": ("label_only", "label_free"),
 }
 
 #: Attacks that need per-record in/out shadow evidence (pairs or the shared pool; rmia: the pool,

@@ -76,6 +76,7 @@ class Needs:
     pdtp: bool  # PDTP is measured
     refit_pdtp: bool  # ... by refits: one leave-one-out fit per target per measured iteration
     attribute: bool = False  # attribute:COLUMN: the target models refitted and queried per candidate value
+    label_only: bool = False  # label_only: --shadows calibration models, the target models refitted and queried
 
 
 def count_fits(o: Any, needs: Needs) -> dict[str, int]:
@@ -97,6 +98,9 @@ def count_fits(o: Any, needs: Needs) -> dict[str, int]:
         fits["shadow_synthetic"] = o.shadows
     if needs.attribute:
         fits["attribute_target"] = 2 * o.iterations
+    if needs.label_only:
+        fits["label_only_shadow"] = o.shadows
+        fits["label_only_target"] = 2 * o.iterations
     return fits
 
 
@@ -136,6 +140,8 @@ def estimate_seconds(o: Any, needs: Needs, c: Costs) -> float:
         "shadow_pairs": c.fit_s + c.predict_one_s,
         "shadow_synthetic": c.fit_s + c.predict_s,
         "attribute_target": c.fit_s + c.predict_s,
+        "label_only_shadow": c.fit_s + 2 * c.predict_s,  # targets x 33 queries: about |D| rows
+        "label_only_target": c.fit_s + 2 * c.predict_s,
     }
     parallel = sum(n * per_fit[k] for k, n in fits.items()) / max(1.0, c.speedup or c.workers)
     return c.start_s + parallel + classifier_rows(o, needs) * c.classifier_row_s

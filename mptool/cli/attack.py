@@ -38,7 +38,8 @@ ATTACK_EXIT_HELP = (
 AttacksOpt = Annotated[
     str,
     typer.Option(
-        help="Comma-separated: untargeted,distance,frequency,threshold,lira,rmia, or all; plus attribute:COLUMN "
+        help="Comma-separated: untargeted,distance,frequency,threshold,lira,rmia, or all; plus label_only "
+        "(Choquette-Choo's label-only attack and its label-free variant) and attribute:COLUMN "
         "(Yeom's attribute inference of a feature column; alone, or beside membership attacks)."
     ),
 ]
@@ -113,7 +114,8 @@ EngineOpt = Annotated[str, typer.Option(help="Leave-one-out engine for PDTP: aut
 TrainedOpt = Annotated[
     Path | None,
     typer.Option(
-        help="The shipped model, saved with skops.io.dump (never pickle): checked to predict like A(T) of the "
+        help="The shipped model, saved with skops.io.dump (never pickle) or exported to ONNX (MODEL.onnx): "
+        "checked to predict like A(T) of the "
         "spec, then attacked too (loss threshold; T as members, rows outside T as non-members)."
     ),
 ]

@@ -202,7 +202,8 @@ QueriesOpt = Annotated[
 TrainedOpt = Annotated[
     Path | None,
     typer.Option(
-        help="The shipped model, saved with skops.io.dump (never pickle): checked to predict like A(T) of the "
+        help="The shipped model, saved with skops.io.dump (never pickle) or exported to ONNX (MODEL.onnx): "
+        "checked to predict like A(T) of the "
         "spec on T, then audited (its probabilities stand for A(T)'s)."
     ),
 ]

@@ -190,13 +190,13 @@ def check_fail_fast(value: bool, flag: str = "--fail-fast") -> None:
 
 
 def check_trained(path: object | None, flag: str = "--trained") -> None:
-    """``--trained``: None, or an existing file (a skops archive, checked when it is read)."""
+    """``--trained``: None, or an existing file (a skops archive or an ONNX graph, checked when it is read)."""
     if path is None:
         return
     if not os.path.isfile(str(path)):
         what = ("is a folder" if os.path.isdir(str(path)) else "not a regular file (a pipe, device or socket)"
                 if os.path.exists(str(path)) else "not found")
-        raise InputError(f"{flag} {path}: {what}; give the model file saved with skops.io.dump")
+        raise InputError(f"{flag} {path}: {what}; give the model file saved with skops.io.dump (or exported to ONNX)")
 
 
 #: --untargeted-features choices (:mod:`mptool.attacks.untargeted`).

@@ -11,6 +11,9 @@ skops reads a zip of JSON and arrays and builds only types it is told to trust; 
 scikit-learn's and its own types, and classes defined in modules named with ``--allow-import``,
 each only at the exact path where it is defined (never a function, nor a name a trusted module
 imports from elsewhere). Any other type in the file is refused, named, before anything is built.
+
+``--trained MODEL.onnx`` loads an ONNX graph instead (:mod:`mptool.inputs.onnx_model`: standard
+operators only, no external data, bounded size), compared with A(T) within its float32 tolerance.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class TrainedModel:
     model: Any
     path: str
     sha256: str
+    tolerance: float = 1e-6  # TRAINED_TOLERANCE; an ONNX graph computes in float32 (onnx_model.ONNX_TOLERANCE)
 
 
 def _class_defined_at(name: str, prefix: str) -> bool:
@@ -114,12 +118,18 @@ def _check_archive_sizes(path: Path) -> None:
 
 
 def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> TrainedModel:
-    """Load a skops file, trusting only scikit-learn, mptool and ``allow_imports`` types; InputError otherwise."""
+    """Load a skops file, trusting only scikit-learn, mptool and ``allow_imports`` types, or an ONNX graph
+    (``*.onnx``: :mod:`mptool.inputs.onnx_model`, standard operators only); InputError otherwise."""
     path = Path(path)
     if path.exists() and not path.is_file():  # a pipe blocks the read, a device like /dev/zero never ends
         raise InputError(f"{path}: --trained is not a regular file (a pipe, device, socket or directory)")
     if not path.is_file():
         raise InputError(f"{path}: --trained model file not found; save the model with skops.io.dump")
+    from mptool.inputs import onnx_model
+
+    if onnx_model.is_onnx_path(path):
+        graph, digest = onnx_model.load_onnx(path)
+        return TrainedModel(graph, str(path), digest, onnx_model.ONNX_TOLERANCE)
     try:
         import skops.io as sio
     except ImportError:  # pragma: no cover - skops is a dependency
@@ -127,7 +137,7 @@ def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> Train
     if not zipfile.is_zipfile(path):
         raise InputError(
             f"{path}: not a skops file (a zip archive); mptool never loads pickle or joblib files, "
-            "which can run code: save the model with skops.io.dump"
+            "which can run code: save the model with skops.io.dump (or export it to ONNX as MODEL.onnx)"
         )
     _check_archive_sizes(path)
     try:
@@ -160,19 +170,25 @@ def load_trained(path: str | Path, allow_imports: tuple[str, ...] = ()) -> Train
     return TrainedModel(model, str(path), digest)
 
 
-def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: np.ndarray, rows: np.ndarray) -> dict:
-    """How far the artefact is from A(T) on T: InputError beyond ``TRAINED_TOLERANCE``, else the figures.
+def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: np.ndarray, rows: np.ndarray,
+                    numeric: list[str] | None = None) -> dict:
+    """How far the artefact is from A(T) on T: InputError beyond its tolerance (``TRAINED_TOLERANCE``; an ONNX
+    graph's :data:`~mptool.inputs.onnx_model.ONNX_TOLERANCE`), else the figures.
 
     ``p_spec`` are A(T)'s probabilities on ``X`` (T's records, CSV ``rows``) in the order of
-    ``classes``; the artefact must know the same classes. The dict also holds the artefact's
-    ``probabilities`` on ``X`` (classes order) and the ``model``, which are not for JSON.
+    ``classes``; the artefact must know the same classes. An ONNX graph's inputs must also be
+    the spec's feature columns (``numeric``: those read as numbers). The dict also holds the
+    artefact's ``probabilities`` on ``X`` (classes order) and the ``model``, which are not for JSON.
     """
     seen = [str(c) for c in trained.model.classes_]
     if sorted(seen) != sorted(str(c) for c in classes):
         raise InputError(
-            f"{trained.path}: the model knows {len(seen)} class(es) but T has {len(classes)} "
-            f"({ui.listing(classes.tolist(), 5)}); it was not trained on this label"
+            f"{trained.path}: the model knows {len(seen)} class(es) ({ui.listing(seen, 5)}) but T has "
+            f"{len(classes)} ({ui.listing(classes.tolist(), 5)}); it was not trained on this label"
         )
+    if hasattr(trained.model, "check_features"):  # an ONNX graph: its inputs and classes against the spec
+        trained.model.check_features([str(c) for c in X.columns], list(X.columns) if numeric is None else numeric)
+        trained.model.relabel(classes)
     try:
         with warnings.catch_warnings():  # e.g. "X has feature names, but ... was fitted without": the error says it
             warnings.simplefilter("ignore")
@@ -191,11 +207,11 @@ def compare_to_spec(trained: TrainedModel, X: Any, classes: np.ndarray, p_spec: 
     diff = np.abs(p - p_spec).max(axis=1)
     other = int(np.sum(p.argmax(axis=1) != p_spec.argmax(axis=1)))
     worst = float(diff.max()) if diff.size else 0.0
-    if not np.isfinite(p).all() or worst > TRAINED_TOLERANCE:
+    if not np.isfinite(p).all() or worst > trained.tolerance:
         raise InputError(
             f"{trained.path}: the model does not predict like A(T) of the spec: largest probability difference "
             f"{worst:.3g} on T (CSV row {int(rows[int(diff.argmax())])}), {other} of {len(rows)} records get another "
             "class; it is not the model this spec trains on this data (check the spec, the data and the seed)"
         )
     return {"path": trained.path, "sha256": trained.sha256, "max_abs_difference": worst,
-            "tolerance": TRAINED_TOLERANCE, "probabilities": p, "model": trained.model}
+            "tolerance": trained.tolerance, "probabilities": p, "model": trained.model}

@@ -14,6 +14,7 @@ import pandas as pd
 
 from mptool.attacks import NEEDS_EVIDENCE
 from mptool.attacks import attribute as attribute_mod
+from mptool.attacks import label_only as label_only_mod
 from mptool.attacks import lira as lira_mod
 from mptool.attacks import rmia as rmia_mod
 from mptool.attacks.leakage import LeakageEstimate, kl_leakage, true_label_logit
@@ -68,6 +69,10 @@ def run_attacks(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence
         online, offline, out.extra["rmia"] = attack_rmia(run, draw, targets, evidence)
         out.extra["rmia_offline"] = out.extra["rmia"]
         out.results["rmia"], out.results["rmia_offline"] = online, offline
+    if "label_only" in wants:
+        (out.results["label_only"], out.results["label_free"]), (out.extra["label_only"], out.extra["label_free"]) = (
+            attack_label_only(run, draw)
+        )
     out.leakage = leakage_per_target(evidence, draw, run.options.iterations)
     if attribute_mod.column_of(run.options.attacks) is not None:
         out.results[attribute_mod.NAME], out.extra[attribute_mod.NAME], out.per_target, out.attribute_values = (
@@ -109,6 +114,20 @@ def attack_attribute(
 
 
 Scored = tuple[np.ndarray, np.ndarray]
+
+
+def attack_label_only(run: Run, draw: Draw) -> tuple[tuple[Scored, Scored], tuple[dict, dict]]:
+    """Choquette-Choo et al.'s label-only attack and its label-free variant (:mod:`mptool.attacks.label_only`):
+    the share of perturbed copies keeping the label, thresholded on --shadows shadow models."""
+    o = run.options
+    r = label_only_mod.attack(
+        run.prep.template, draw.D.X, draw.D.y, draw.classes, draw.y_idx, draw.tpos, draw.in_first, draw.n_half,
+        o.shadows, run.seed, run.jobs, o.backend, run.progress,
+    )
+    run.fits["label_only_shadow"] = o.shadows
+    run.fits["label_only_target"] = 2 * o.iterations
+    return ((r.score, r.decision), (r.free_score, r.free_decision)), (
+        label_only_mod.describe(r, o.shadows, free=False), label_only_mod.describe(r, o.shadows, free=True))
 
 
 def attack_untargeted(run: Run, draw: Draw, targets: TargetOutputs, evidence: Evidence) -> tuple[Scored, dict]:

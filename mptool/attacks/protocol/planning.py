@@ -87,6 +87,7 @@ def run_needs(run: Run, engine: Any) -> plan_mod.Needs:
         pdtp=pdtp_on,
         refit_pdtp=pdtp_on and engine.name == "refit",
         attribute=attribute_mod.column_of(o.attacks) is not None,
+        label_only="label_only" in wants,
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool.attacks import ATTACK_CHOICES, RESULT_NAMES
+from mptool.attacks import ATTACK_CHOICES, EXTRA_CHOICES, RESULT_NAMES
 from mptool.attacks import attribute as attribute_mod
 from mptool.attacks.intervals import TAG_BOOTSTRAP, bootstrap_intervals
 from mptool.attacks.leakage import summarise
@@ -44,7 +44,7 @@ def score(
 ) -> AttackOutcome:
     """Per-target accuracy table, per-attack metrics over all attempts and the run summary
     (Long et al. 5.4, step 4; Tables 1 and 2)."""
-    names = [r for a in ATTACK_CHOICES if a in run.options.attacks for r in RESULT_NAMES[a]]
+    names = [r for a in ATTACK_CHOICES + EXTRA_CHOICES if a in run.options.attacks for r in RESULT_NAMES[a]]
     names += [n for n in (attribute_mod.NAME,) if n in attacked.results]
     table, attack_out = per_target_table(draw, targets, measured, attacked, names, run.seed)
     summary = run_summary(run, draw, targets, measured, table, attack_out, names, attacked)

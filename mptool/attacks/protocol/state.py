@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from mptool.attacks import ATTACK_CHOICES, DEFAULT_CANDIDATES
+from mptool.attacks import ATTACK_CHOICES, DEFAULT_CANDIDATES, EXTRA_CHOICES
 from mptool.attacks import attribute as attribute_mod
 from mptool.attacks import plan as plan_mod
 from mptool.attacks import rmia as rmia_mod
@@ -82,13 +82,14 @@ def parse_attacks(text: str) -> tuple[str, ...]:
         raise InputError("--attacks needs at least one attack name or 'all'")
     if "all" in parts:
         return ATTACK_CHOICES + attr
-    bad = [p for p in parts if p not in ATTACK_CHOICES]
+    known = ATTACK_CHOICES + EXTRA_CHOICES
+    bad = [p for p in parts if p not in known]
     if bad:
         shown = ui.excerpt(bad[0], 40)
         raise InputError(
-            f"--attacks: unknown attack '{shown}' (choose from {', '.join(ATTACK_CHOICES)}, attribute:COLUMN or all)"
+            f"--attacks: unknown attack '{shown}' (choose from {', '.join(known)}, attribute:COLUMN or all)"
         )
-    return tuple(a for a in ATTACK_CHOICES if a in parts) + attr
+    return tuple(a for a in known if a in parts) + attr
 
 
 def check_options(options: AttackOptions, population_n: int) -> None:
