@@ -33,8 +33,10 @@ FEATURES = ["color", "size", "x1", "x2"]
 KEY = "test-secret-key"
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def secret(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Baselines, waivers and diff match records by keyed fingerprints: every test here runs under a key
+    (issue 26: without MPTOOL_FINGERPRINT_KEY there are no fingerprints; tests that need none delete it)."""
     monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", KEY)
     return KEY
 
@@ -94,7 +96,10 @@ def test_fingerprint_is_the_keyed_hash_of_the_values_and_survives_reordering(tmp
     assert t["fingerprint"].str.fullmatch(r"[0-9a-f]{16}").all()
 
 
-def test_data_derived_key_is_the_same_for_a_reordered_file_and_differs_for_changed_data(tmp_path: Path) -> None:
+def test_without_a_key_no_fingerprint_and_nothing_made_from_the_data(tmp_path: Path, monkeypatch) -> None:
+    """Issue 26: no key derived from the data; without MPTOOL_FINGERPRINT_KEY no fingerprint at all, the
+    identity says so and is the same for reordered and changed data (it is computed from no record)."""
+    monkeypatch.delenv("MPTOOL_FINGERPRINT_KEY")
     df = frame()
     spec = write_spec(tmp_path / "s.yaml", "categorical_nb")
     df.to_csv(tmp_path / "a.csv", index=False)
@@ -105,7 +110,19 @@ def test_data_derived_key_is_the_same_for_a_reordered_file_and_differs_for_chang
     for name in "abc":
         pdtp(tmp_path, tmp_path / f"{name}.csv", spec, name)
     ids = {n: summary(tmp_path, n)["identity"]["fingerprint"] for n in "abc"}
-    assert ids["a"]["key"] == "data" and ids["a"]["key_id"] == ids["b"]["key_id"] != ids["c"]["key_id"]
+    assert ids["a"]["key"] == "none" and ids["a"]["key_id"] is None and "MPTOOL_FINGERPRINT_KEY" in ids["a"]["note"]
+    assert ids["a"] == ids["b"] == ids["c"]
+    assert all(table(tmp_path, n)["fingerprint"].isna().all() for n in "abc")
+    assert {summary(tmp_path, n)["manifest"]["data_hmac"] for n in "abc"} == {None}
+
+
+def test_keyed_fingerprints_survive_reordering(tmp_path: Path) -> None:
+    df = frame()
+    spec = write_spec(tmp_path / "s.yaml", "categorical_nb")
+    df.to_csv(tmp_path / "a.csv", index=False)
+    df.sample(frac=1.0, random_state=3).to_csv(tmp_path / "b.csv", index=False)
+    for name in "ab":
+        pdtp(tmp_path, tmp_path / f"{name}.csv", spec, name)
     a, b = with_values(tmp_path, "a", tmp_path / "a.csv"), with_values(tmp_path, "b", tmp_path / "b.csv")
     joined = a.merge(b, on=[*FEATURES, "label"], suffixes=("_a", "_b"))
     assert len(joined) == len(df) and (joined["fingerprint_a"] == joined["fingerprint_b"]).all()

@@ -105,8 +105,11 @@ def _read_json(path: Path, flag: str) -> Any:
         raise InputError(f"{path}: {flag} is not valid JSON ({first})") from None
 
 
-def _records_table(records: Any, where: str, id_column: str | None) -> pd.DataFrame:
-    """The per-record table of a run, each record checked; ``key`` is the id (if the run had one) or fingerprint."""
+def _records_table(records: Any, where: str, id_column: str | None, keyed: bool = True) -> pd.DataFrame:
+    """The per-record table of a run, each record checked; ``key`` is the id (if the run had one) or fingerprint.
+
+    ``keyed`` False: a run with neither (no MPTOOL_FINGERPRINT_KEY): every key is empty (history trend only).
+    """
     if not isinstance(records, list):
         raise InputError(f"{where}: 'records' must be a list of records")
     keys, rows, values, prints, ids = [], [], [], [], []
@@ -117,10 +120,12 @@ def _records_table(records: Any, where: str, id_column: str | None) -> pd.DataFr
         pdtp, key = rec.get("pdtp"), rec.get(key_field)
         if isinstance(pdtp, bool) or not isinstance(pdtp, int | float) or not math.isfinite(pdtp) or pdtp < 0:
             raise InputError(f"{where}: record {i} has no finite, non-negative 'pdtp' (got {ui.excerpt(repr(pdtp))})")
-        if key is None or isinstance(key, bool | dict | list) or key == "":
+        if not keyed and not id_column:
+            key = ""
+        elif key is None or isinstance(key, bool | dict | list) or key == "":
             hint = "" if id_column else "; it was written before fingerprints existed: rerun it with this mptool"
             raise InputError(f"{where}: record {i} has no '{key_field}'{hint}")
-        keys.append(key_text(key))
+        keys.append(key_text(key) if key != "" else "")
         rows.append(rec.get("row"))
         values.append(float(pdtp))
         prints.append(rec.get("fingerprint"))
@@ -155,8 +160,12 @@ def _records_beside(file: Path, summary: dict[str, Any], flag: str) -> list[dict
     return frame.to_dict(orient="records")
 
 
-def load_run(path: str | Path, flag: str = "--baseline") -> PreviousRun:
-    """A previous pdtp run from its folder or its pdtp.json; InputError (naming ``flag``) if unusable."""
+def load_run(path: str | Path, flag: str = "--baseline", matched: bool = True) -> PreviousRun:
+    """A previous pdtp run from its folder or its pdtp.json; InputError (naming ``flag``) if unusable.
+
+    ``matched`` (baselines, diff): its records must be matchable, by data.id or keyed fingerprints;
+    False (a history's trend) also reads a run that has neither, with empty keys.
+    """
     path = Path(path)
     file = path / "pdtp.json" if path.is_dir() else path
     if path.is_dir() and not file.is_file():
@@ -172,8 +181,15 @@ def load_run(path: str | Path, flag: str = "--baseline") -> PreviousRun:
             "existed: rerun it with this mptool"
         )
     id_column = ident.get("id")
+    keyed = bool(id_column) or bool(ident["fingerprint"].get("key_id"))
+    if not keyed and matched:
+        raise InputError(
+            f"{file}: {flag} has neither data.id nor record fingerprints (it was made without "
+            "MPTOOL_FINGERPRINT_KEY): its records cannot be matched; set MPTOOL_FINGERPRINT_KEY to one secret "
+            "for every run (or data.id in the spec) and rerun it"
+        )
     records = doc["records"] if "records" in doc else _records_beside(file, summary, flag)
-    table = _records_table(records, str(file), id_column if isinstance(id_column, str) else None)
+    table = _records_table(records, str(file), id_column if isinstance(id_column, str) else None, keyed)
     dup = table["key"][table["key"].duplicated()]
     if id_column and not dup.empty:
         raise InputError(f"{file}: {flag} has the id column '{ui.excerpt(id_column)}' with a value used twice")
