@@ -173,18 +173,26 @@ def test_two_runs_with_a_baseline_show_new_worse_unchanged_and_fixed(tmp_path: P
     assert "DTP-1 VIOLATED" in same.stdout and "gate passed" in same.stdout
 
 
+def shrunk(d: Path, n: int, seed: int, keep: int) -> tuple[Path, Path, Path]:
+    """d/a.csv (``n`` records), d/b.csv (its first ``keep``: the next day's data, each record's PDTP moved) and
+    one spec: a baseline is bound to its spec (issue 26), so runs differ by their data, rows lining up."""
+    df = frame(n, seed=seed)
+    df.to_csv(d / "a.csv", index=False)
+    df.iloc[:keep].to_csv(d / "b.csv", index=False)
+    return d / "a.csv", d / "b.csv", write_spec(d / "s.yaml", "categorical_nb")
+
+
 def test_tolerance_decides_worse_or_unchanged(tmp_path: Path, secret: str) -> None:
-    frame(60).to_csv(tmp_path / "d.csv", index=False)
-    spec_a = write_spec(tmp_path / "sa.yaml", "categorical_nb", model={"params": {"alpha": 1.0}})
-    spec_b = write_spec(tmp_path / "sb.yaml", "categorical_nb", model={"params": {"alpha": 0.9}})
-    pdtp(tmp_path, tmp_path / "d.csv", spec_a, "a", "--threshold", "0.5")
-    loose = pdtp(tmp_path, tmp_path / "d.csv", spec_b, "b", "--threshold", "0.5", "--baseline", tmp_path / "a",
+    csv_a, csv_b, spec = shrunk(tmp_path, 60, 0, 40)
+    pdtp(tmp_path, csv_a, spec, "a", "--threshold", "0.5")
+    loose = pdtp(tmp_path, csv_b, spec, "b", "--threshold", "0.5", "--baseline", tmp_path / "a",
                  "--baseline-tolerance", "5")
     assert summary(tmp_path, "b")["baseline"]["counts"]["worse"] == 0
-    strict = pdtp(tmp_path, tmp_path / "d.csv", spec_b, "c", "--threshold", "0.5", "--baseline", tmp_path / "a",
+    strict = pdtp(tmp_path, csv_b, spec, "c", "--threshold", "0.5", "--baseline", tmp_path / "a",
                   "--baseline-tolerance", "0")
     c = summary(tmp_path, "c")["baseline"]["counts"]
-    a, b = table(tmp_path, "a"), table(tmp_path, "c")
+    b = table(tmp_path, "c")
+    a = table(tmp_path, "a").iloc[: len(b)]
     rose = (b["pdtp"].to_numpy() > a["pdtp"].to_numpy()) & (a["pdtp"].to_numpy() > 0.5) & (b["pdtp"].to_numpy() > 0.5)
     assert c["worse"] == int(rose.sum()) > 0  # same file, same order: rows line up
     assert strict.code == 1 and (loose.code == 0) == (summary(tmp_path, "b")["baseline"]["counts"]["new"] == 0)
@@ -250,19 +258,16 @@ def test_waived_record_passes_until_its_waiver_expires(tmp_path: Path, monkeypat
 
 
 def test_waivers_and_baseline_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret: str) -> None:
-    frame(80, seed=2).to_csv(tmp_path / "d.csv", index=False)
-    spec_a = write_spec(tmp_path / "sa.yaml", "categorical_nb", model={"params": {"alpha": 1.0}})
-    spec_b = write_spec(tmp_path / "sb.yaml", "categorical_nb", model={"params": {"alpha": 0.6}})
-    pdtp(tmp_path, tmp_path / "d.csv", spec_a, "a", "--threshold", "0.7")
-    pdtp(tmp_path, tmp_path / "d.csv", spec_b, "b", "--threshold", "0.7", "--baseline", tmp_path / "a")
+    csv_a, csv_b, spec = shrunk(tmp_path, 80, 2, 55)
+    pdtp(tmp_path, csv_a, spec, "a", "--threshold", "0.7")
+    pdtp(tmp_path, csv_b, spec, "b", "--threshold", "0.7", "--baseline", tmp_path / "a")
     counted = table(tmp_path, "b").query("baseline_status in ['new', 'worse']")
     assert len(counted)
     waivers = waiver_file(tmp_path / "w.yaml", [
         {"record": fp, "reason": "r", "who": "w", "expires": "2030-01-30"} for fp in counted["fingerprint"]
     ])
     monkeypatch.setenv("MPTOOL_TODAY", "2026-01-01")
-    res = pdtp(tmp_path, tmp_path / "d.csv", spec_b, "c", "--threshold", "0.7", "--baseline", tmp_path / "a",
-               "--waivers", waivers)
+    res = pdtp(tmp_path, csv_b, spec, "c", "--threshold", "0.7", "--baseline", tmp_path / "a", "--waivers", waivers)
     assert res.code == 0 and summary(tmp_path, "c")["baseline"]["counts"]["waived"] == len(counted)
 
 
@@ -270,20 +275,20 @@ def test_waivers_and_baseline_together(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_diff_names_changed_records_and_exits_1_when_worse(tmp_path: Path, secret: str) -> None:
-    frame(80, seed=2).to_csv(tmp_path / "d.csv", index=False)
-    spec_a = write_spec(tmp_path / "sa.yaml", "categorical_nb", model={"params": {"alpha": 1.0}})
-    spec_b = write_spec(tmp_path / "sb.yaml", "categorical_nb", model={"params": {"alpha": 0.6}})
-    pdtp(tmp_path, tmp_path / "d.csv", spec_a, "a", "--threshold", "0.7")
-    pdtp(tmp_path, tmp_path / "d.csv", spec_b, "b", "--threshold", "0.7", "--baseline", tmp_path / "a")
+    csv_a, csv_b, spec = shrunk(tmp_path, 80, 2, 55)
+    pdtp(tmp_path, csv_a, spec, "a", "--threshold", "0.7")
+    pdtp(tmp_path, csv_b, spec, "b", "--threshold", "0.7", "--baseline", tmp_path / "a")
     res = run_cli("diff", tmp_path / "a", tmp_path / "b")
     counts = summary(tmp_path, "b")["baseline"]["counts"]
     assert res.code == (1 if counts["new"] + counts["worse"] else 0) == 1
     line = res.stdout.strip().splitlines()[-1]
-    a, b = table(tmp_path, "a"), table(tmp_path, "b")
+    full_a, b = table(tmp_path, "a"), table(tmp_path, "b")
     assert line.startswith("mptool diff: WORSE: ")
-    assert (f"violations {int((a['pdtp'] > 0.7).sum())} -> {int((b['pdtp'] > 0.7).sum())} "
-            f"({counts['new']} new, {counts['worse']} worse, {counts['fixed']} fixed") in line
-    assert f"max PDTP {a['pdtp'].max():.4f} -> {b['pdtp'].max():.4f}" in line
+    assert f"violations {int((full_a['pdtp'] > 0.7).sum())} -> " in line
+    a = full_a.iloc[: len(b)]  # the records of both runs: the first ones, rows lining up
+    assert (f" -> {int((b['pdtp'] > 0.7).sum())} ({counts['new']} new, {counts['worse']} worse, "
+            f"{counts['fixed']} fixed") in line
+    assert f"max PDTP {full_a['pdtp'].max():.4f} -> {b['pdtp'].max():.4f}" in line
     changed = int(((b["pdtp"] - a["pdtp"]).abs() > 0.05).sum())  # one file, rows line up
     assert f"{changed} record(s) changed by more than 0.05" in line
     top = b.assign(d=(b["pdtp"] - a["pdtp"]).abs()).sort_values(["d", "row"], ascending=[False, True]).iloc[0]

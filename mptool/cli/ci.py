@@ -71,8 +71,9 @@ def read_gate_inputs(baseline: Path | None, waivers: Path | None, tolerance: flo
     )
 
 
-def check_before_work(prep: Any, gi: GateInputs) -> None:
-    """Before the leave-one-out: ids unique (when records match by id), the baseline comparable with this run."""
+def check_before_work(prep: Any, gi: GateInputs, engine: str = "auto") -> None:
+    """Before the leave-one-out: ids unique (when records match by id), records matchable, the baseline
+    comparable with this run and bound to its spec, estimator and engine (``engine``: the --engine choice)."""
     from mptool.inputs.fingerprint import KEY_ENV, identity, run_key
 
     if gi.active and prep.train.ids is not None:
@@ -86,8 +87,12 @@ def check_before_work(prep: Any, gi: GateInputs) -> None:
         )
     if gi.baseline is not None:
         from mptool.api.baseline import check_comparable
+        from mptool.inputs.signature import check_bound
+        from mptool.loo import select_engine
 
         check_comparable(identity(prep.train, run_key(), prep.spec.output.bin_size), gi.baseline, "--baseline")
+        check_bound(gi.baseline.summary, prep.spec.sha256(), prep.choice.name,
+                    select_engine(engine, prep.spec, prep.template).name, str(gi.baseline.path), "--baseline")
 
 
 def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, gi: GateInputs) -> GateOutcome | None:

@@ -19,6 +19,7 @@ no duplicate keys, anchors, tags or YAML 1.1 surprises)::
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import math
 import os
@@ -29,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from mptool.inputs.signature import verify
 from mptool.inputs.spec import read_yaml
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
@@ -136,8 +138,9 @@ def _records_table(records: Any, where: str, id_column: str | None, keyed: bool 
     return table
 
 
-def _records_beside(file: Path, summary: dict[str, Any], flag: str) -> list[dict[str, Any]]:
-    """The records of a pdtp.json without them (issue 15): read from the CSV it names, in the same folder.
+def _records_beside(file: Path, summary: dict[str, Any], flag: str) -> tuple[list[dict[str, Any]], bytes]:
+    """The records of a pdtp.json without them (issue 15): read from the CSV it names, in the same folder;
+    and the file's bytes (read once: what is verified is what is parsed).
 
     Ids and fingerprints are read as text (a fingerprint's leading zeros stay), empty cells as missing.
     """
@@ -153,18 +156,21 @@ def _records_beside(file: Path, summary: dict[str, Any], flag: str) -> list[dict
     if csv.stat().st_size > MAX_RUN_BYTES:
         raise InputError(f"{csv}: {flag} is larger than {MAX_RUN_BYTES:,} bytes")
     try:
-        frame = pd.read_csv(csv, dtype={"id": str, "fingerprint": str}, keep_default_na=False, na_values=[""])
+        data = csv.read_bytes()[: MAX_RUN_BYTES + 1]
+        frame = pd.read_csv(io.BytesIO(data), dtype={"id": str, "fingerprint": str}, keep_default_na=False,
+                            na_values=[""])
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise InputError(f"{csv}: {flag}: cannot read the records ({exc.__class__.__name__})") from None
     frame = frame.astype(object).where(frame.notna(), None)
-    return frame.to_dict(orient="records")
+    return frame.to_dict(orient="records"), data
 
 
 def load_run(path: str | Path, flag: str = "--baseline", matched: bool = True) -> PreviousRun:
     """A previous pdtp run from its folder or its pdtp.json; InputError (naming ``flag``) if unusable.
 
-    ``matched`` (baselines, diff): its records must be matchable, by data.id or keyed fingerprints;
-    False (a history's trend) also reads a run that has neither, with empty keys.
+    ``matched`` (baselines, diff): its records must be matchable, by data.id or keyed fingerprints,
+    and the run must verify under MPTOOL_FINGERPRINT_KEY (:func:`mptool.inputs.signature.verify`);
+    False (a history's trend, which gates nothing) also reads a run that has neither, with empty keys.
     """
     path = Path(path)
     file = path / "pdtp.json" if path.is_dir() else path
@@ -188,8 +194,10 @@ def load_run(path: str | Path, flag: str = "--baseline", matched: bool = True) -
             "MPTOOL_FINGERPRINT_KEY): its records cannot be matched; set MPTOOL_FINGERPRINT_KEY to one secret "
             "for every run (or data.id in the spec) and rerun it"
         )
-    records = doc["records"] if "records" in doc else _records_beside(file, summary, flag)
+    records, data = (doc["records"], None) if "records" in doc else _records_beside(file, summary, flag)
     table = _records_table(records, str(file), id_column if isinstance(id_column, str) else None, keyed)
+    if matched:
+        verify(doc, data, str(file), flag)
     dup = table["key"][table["key"].duplicated()]
     if id_column and not dup.empty:
         raise InputError(f"{file}: {flag} has the id column '{ui.excerpt(id_column)}' with a value used twice")
