@@ -219,10 +219,10 @@ def test_records_match_by_data_id_when_set(tmp_path: Path) -> None:
 
 
 def waiver_file(path: Path, entries: list[dict]) -> Path:
-    """A waiver file as people write it: fingerprints quoted, dates plain."""
+    """A waiver file as people write it: fingerprints and reasons quoted, dates plain."""
     lines = ["waivers:"]
     for e in entries:
-        lines += [f"  - record: '{e['record']}'", f"    reason: {e['reason']}", f"    who: {e['who']}",
+        lines += [f"  - record: '{e['record']}'", f"    reason: '{e['reason']}'", f"    who: {e['who']}",
                   f"    expires: {e['expires']}"]
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -264,7 +264,7 @@ def test_waivers_and_baseline_together(tmp_path: Path, monkeypatch: pytest.Monke
     counted = table(tmp_path, "b").query("baseline_status in ['new', 'worse']")
     assert len(counted)
     waivers = waiver_file(tmp_path / "w.yaml", [
-        {"record": fp, "reason": "r", "who": "w", "expires": "2030-01-30"} for fp in counted["fingerprint"]
+        {"record": fp, "reason": "r", "who": "w", "expires": "2026-12-30"} for fp in counted["fingerprint"]
     ])
     monkeypatch.setenv("MPTOOL_TODAY", "2026-01-01")
     res = pdtp(tmp_path, csv_b, spec, "c", "--threshold", "0.7", "--baseline", tmp_path / "a", "--waivers", waivers)
@@ -462,7 +462,7 @@ def test_identical_records_share_a_fingerprint_a_status_and_a_waiver(tmp_path: P
     assert t.loc[7, "fingerprint"] == t.loc[50, "fingerprint"] and t.loc[7, "pdtp"] == t.loc[50, "pdtp"]
     limit = f"{t.loc[7, 'pdtp'] - 1e-6:.9f}"
     waivers = waiver_file(tmp_path / "w.yaml", [{"record": t.loc[7, "fingerprint"], "reason": "twin", "who": "x",
-                                                 "expires": "2030-01-30"}])
+                                                 "expires": "2026-12-30"}])
     monkeypatch.setenv("MPTOOL_TODAY", "2026-01-01")
     pdtp(tmp_path, tmp_path / "d.csv", spec, "b", "--threshold", limit, "--baseline", tmp_path / "a",
          "--waivers", waivers)

@@ -63,11 +63,12 @@ def read_gate_inputs(baseline: Path | None, waivers: Path | None, tolerance: flo
     from mptool.inputs.fingerprint import key_from_env
 
     key_from_env()  # an empty key stops here, before any work
+    on = today()
     return GateInputs(
         load_run(baseline) if baseline is not None else None,
-        load_waivers(waivers) if waivers is not None else None,
+        load_waivers(waivers, on) if waivers is not None else None,
         tolerance,
-        today(),
+        on,
     )
 
 

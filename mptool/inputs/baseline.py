@@ -10,10 +10,16 @@ A waiver file is YAML read by the spec's strict reader (:func:`mptool.inputs.spe
 no duplicate keys, anchors, tags or YAML 1.1 surprises)::
 
     waivers:
-      - record: 3f9a0c2b7d1e4a55     # a fingerprint from pdtp.csv, or a data.id value
-        reason: outlier accepted in review #1234
+      - record: '3f9a0c2b7d1e4a55'   # a fingerprint from pdtp.csv, or a data.id value
+        reason: 'outlier accepted in review #1234'
         who: alice@example.com
         expires: 2026-06-30          # valid through this day
+
+Every waiver ends: ``expires`` may be at most :data:`MAX_WAIVER_DAYS` days after today (a
+waiver to 9999-12-31 is refused; renew it instead). In YAML `` #`` after an unquoted value
+starts a comment, so ``reason: reviewed in review #1234`` would be read as "reviewed in
+review" (and ``record: abc #1`` would waive record "abc"): an unquoted ``record``, ``reason``
+or ``who`` followed by a comment on its line is refused; quote the value.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from mptool.inputs.signature import verify
 from mptool.inputs.spec import read_yaml
@@ -42,10 +49,13 @@ MAX_WAIVER_BYTES = 1_000_000
 MAX_WAIVERS = 10_000
 #: Longest ``reason`` / ``who`` / ``record`` text of a waiver.
 MAX_WAIVER_TEXT = 500
+#: Latest expiry a waiver may have, in days after today: a waiver is reviewed at least once a year.
+MAX_WAIVER_DAYS = 365
 #: Environment variable fixing "today" for waiver expiry (tests, reproducible CI reruns).
 TODAY_ENV = "MPTOOL_TODAY"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _WAIVER_KEYS = ("record", "reason", "who", "expires")
+_TEXT_KEYS = ("record", "reason", "who")
 
 
 @dataclass(frozen=True)
@@ -241,7 +251,45 @@ def _text(entry: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _waiver(entry: Any, where: str) -> Waiver:
+def _cut_by_comment(text: str, where: str) -> None:
+    """InputError if an unquoted ``record``/``reason``/``who`` value is followed by `` #`` on its line.
+
+    YAML reads `` #...`` after a plain value as a comment, silently cutting the value (the
+    docs' own ``reason: reviewed in review #1234`` lost ``#1234``). Found from the scanner's
+    tokens and the raw text, so a quoted value (where ``#`` is text) is never refused.
+    """
+    try:
+        tokens = list(yaml.scan(text))
+    except yaml.YAMLError:
+        return  # read_yaml reports the syntax error with its line
+    for i in range(3, len(tokens)):
+        key, value = tokens[i - 2], tokens[i]
+        if not (isinstance(tokens[i - 3], yaml.KeyToken) and isinstance(key, yaml.ScalarToken)
+                and isinstance(tokens[i - 1], yaml.ValueToken) and isinstance(value, yaml.ScalarToken)):
+            continue
+        if key.value not in _TEXT_KEYS or not value.plain:
+            continue
+        end = value.end_mark.index
+        rest = text[end:].split("\n", 1)[0]
+        if re.match(r"[ \t]+#", rest):
+            raise InputError(
+                f"{where} line {value.start_mark.line + 1}: '{key.value}': the text after ' #' is a YAML comment, "
+                f"not part of the {key.value}; quote the value, e.g. reason: 'reviewed in review #1234'"
+            )
+
+
+def _bounded(expires: dt.date, on: dt.date, where: str) -> dt.date:
+    """``expires`` unless it is more than :data:`MAX_WAIVER_DAYS` days after ``on`` (InputError)."""
+    last = on + dt.timedelta(days=MAX_WAIVER_DAYS)
+    if expires > last:
+        raise InputError(
+            f"{where}: 'expires' {expires.isoformat()} is more than {MAX_WAIVER_DAYS} days after today "
+            f"({on.isoformat()}); a waiver must end by {last.isoformat()} (renew it when it expires)"
+        )
+    return expires
+
+
+def _waiver(entry: Any, where: str, on: dt.date | None = None) -> Waiver:
     if not isinstance(entry, dict):
         raise InputError(f"{where}: each waiver is a mapping with keys {', '.join(_WAIVER_KEYS)}")
     unknown = [k for k in entry if k not in _WAIVER_KEYS]
@@ -250,12 +298,15 @@ def _waiver(entry: Any, where: str) -> Waiver:
     missing = [k for k in _WAIVER_KEYS if k not in entry]
     if missing:
         raise InputError(f"{where}: required key '{missing[0]}' is missing")
-    expires = parse_date(entry["expires"], f"{where}: 'expires'")
+    expires = _bounded(parse_date(entry["expires"], f"{where}: 'expires'"), on or today(), where)
     return Waiver(_text(entry, "record", where), _text(entry, "reason", where), _text(entry, "who", where), expires)
 
 
-def load_waivers(path: str | Path) -> list[Waiver]:
-    """The waivers of a YAML file (module docstring); InputError naming the file and entry if not clearly valid."""
+def load_waivers(path: str | Path, on: dt.date | None = None) -> list[Waiver]:
+    """The waivers of a YAML file (module docstring); InputError naming the file and entry if not clearly valid.
+
+    ``on``: today (:func:`today` when None), which bounds every expiry (:data:`MAX_WAIVER_DAYS`).
+    """
     path = Path(path)
     try:
         if path.exists() and not path.is_file():  # a pipe blocks the read, a device like /dev/zero never ends
@@ -269,6 +320,7 @@ def load_waivers(path: str | Path) -> list[Waiver]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read the waiver file ({exc.__class__.__name__})") from None
     raw = read_yaml(text, str(path))
+    _cut_by_comment(text, str(path))
     if not isinstance(raw, dict) or set(raw) != {"waivers"} or not isinstance(raw["waivers"], list):
         raise InputError(f"{path}: a waiver file is a mapping with one key, 'waivers', holding a list")
     if len(raw["waivers"]) > MAX_WAIVERS:
@@ -276,7 +328,7 @@ def load_waivers(path: str | Path) -> list[Waiver]:
     out: list[Waiver] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(raw["waivers"]):
-        waiver = _waiver(entry, f"{path}: waivers[{i}]")
+        waiver = _waiver(entry, f"{path}: waivers[{i}]", on)
         if waiver.record in seen:
             first = seen[waiver.record]
             raise InputError(f"{path}: waivers[{i}]: record is already waived by waivers[{first}]; keep one")

@@ -105,7 +105,31 @@ def _key_file() -> Path:
     return Path(base) / "mptool" / "checkpoint.key"
 
 
+def check_key_file(path: Path | None = None) -> None:
+    """InputError unless the key file (if it exists) is a regular file of this user that no one else may read or
+    write (mode 0600 or stricter), as ssh demands of a private key: a key others can read lets them sign a
+    checkpoint mptool then loads, one others can write lets them choose the key."""
+    path = path or _key_file()
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"{path}: cannot check the checkpoint key file ({exc.strerror}); set {KEY_ENV}") from None
+    fix = f"fix it (chmod 600 {shlex.quote(str(path))}, owned by you), delete it, or set {KEY_ENV}"
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path}: the checkpoint key file is not a regular file (a link, folder or device); {fix}")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise InputError(f"{path}: the checkpoint key file belongs to another user; {fix}")
+    if info.st_mode & 0o077:
+        raise InputError(
+            f"{path}: the checkpoint key file may be read or written by others (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}); {fix}"
+        )
+
+
 def _read_key(path: Path) -> bytes:
+    check_key_file(path)
     key = _read_regular(path, 4096).strip()
     if len(key) < 32:
         raise OSError("the key file is damaged: delete it (checkpoints signed with it are lost)")
@@ -116,8 +140,10 @@ def checkpoint_key() -> bytes:
     """The secret that signs checkpoints: ``$MPTOOL_CHECKPOINT_KEY``, else this user's key file.
 
     The key file is created on first use (random, mode 0600; the first of two racing runs
-    wins). When it cannot be read or stored, the run gets a key of its own, with a warning:
-    its checkpoint can then not be resumed.
+    wins). One that others may read or write, or that another user owns, is refused
+    (InputError, :func:`check_key_file`; checked before any work by :meth:`Checkpoint.open`).
+    When it cannot be read or stored, the run gets a key of its own, with a warning: its
+    checkpoint can then not be resumed.
     """
     text = os.environ.get(KEY_ENV)
     if text:
@@ -127,13 +153,23 @@ def checkpoint_key() -> bytes:
         path = _key_file()
         if not path.exists():
             _create_key(path)
-        return _read_key(path)
-    except (OSError, InputError, RuntimeError) as exc:
-        ui.warn(
-            f"cannot use the checkpoint key {path} ({getattr(exc, 'strerror', None) or exc}); this run's "
-            f"checkpoint cannot be resumed: set {KEY_ENV} to a secret to make it resumable"
-        )
+        check_key_file(path)  # an unsafe key file stops the run (not caught below)
+    except (OSError, RuntimeError) as exc:
+        _warn_no_key(path, exc)
         return secrets.token_hex(32).encode()
+    try:
+        return _read_key(path)
+    except (OSError, RuntimeError) as exc:
+        _warn_no_key(path, exc)
+        return secrets.token_hex(32).encode()
+
+
+def _warn_no_key(path: Path, exc: BaseException) -> None:
+    """The warning of a run whose checkpoint key file cannot be used (its checkpoint cannot be resumed)."""
+    ui.warn(
+        f"cannot use the checkpoint key {path} ({getattr(exc, 'strerror', None) or exc}); this run's "
+        f"checkpoint cannot be resumed: set {KEY_ENV} to a secret to make it resumable"
+    )
 
 
 def _create_key(path: Path) -> None:
@@ -204,6 +240,8 @@ class Checkpoint:
         an interrupted run is never silently thrown away or silently continued. A
         ``.checkpoint`` that is a symlink or not a folder is refused either way.
         """
+        if not os.environ.get(KEY_ENV):
+            check_key_file()  # an unsafe key file is refused before any work, not when the first chunk is saved
         ckpt = cls(Path(out_dir) / CHECKPOINT_DIR, key)
         directory = ckpt.directory
         if not _existing_folder(directory):
