@@ -378,3 +378,30 @@ def test_unsafe_checkpoint_key_file_is_refused(tmp_path: Path, monkeypatch: pyte
            "world-writable": "may be read or written by others (mode 0602)",
            "other-owner": "belongs to another user", "symlink": "not a regular file"}[problem]
     assert_refused(run_cli(*args), ["checkpoint.key", why, "MPTOOL_CHECKPOINT_KEY"], tmp_path, before)
+
+
+# --------------------------------------------------------------------------------- 5. the documented workflow
+
+
+def test_documented_baseline_workflow_downloads_what_a_step_uploads_from_an_earlier_run() -> None:
+    """docs/ci-and-cron.md's workflow: download-artifact gets run-id and github-token (an earlier run, not the
+    current one), the artifact it names is the one the action uploads, and the key secret is passed."""
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    text = (repo / "docs" / "ci-and-cron.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "download-artifact" in b)
+    workflow = yaml.safe_load(block)
+    assert workflow["permissions"]["actions"] == "read"
+    steps = workflow["jobs"]["privacy"]["steps"]
+    download = next(s for s in steps if str(s.get("uses", "")).startswith("actions/download-artifact"))
+    assert {"name", "path", "run-id", "github-token"} <= set(download["with"])
+    finder = next(s for s in steps if s.get("id") == download["with"]["run-id"].split(".")[1])
+    assert "gh run list" in finder["run"] and "--status success" in finder["run"]
+    action = yaml.safe_load((repo / "action.yml").read_text())
+    upload = next(s for s in action["runs"]["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact"))
+    assert upload["with"]["name"] == "${{ inputs.artifact-name }}"
+    assert download["with"]["name"] == action["inputs"]["artifact-name"]["default"]
+    gate = next(s for s in steps if "mptool" in str(s.get("uses", "")))
+    assert gate["with"]["fingerprint-key"] == "${{ secrets.MPTOOL_FINGERPRINT_KEY }}"
+    assert "MPTOOL_FINGERPRINT_KEY" in (repo / "README.md").read_text().split("## In CI (GitHub Actions)")[1]

@@ -1,7 +1,8 @@
 """Checkpoints of long runs: finished chunks saved in ``DIR/.checkpoint/`` so ``--resume`` skips them.
 
-A checkpoint belongs to one run *key*: the subcommand, the spec hash, the data hash, the
-mptool version and the run options that change computed values (``--records``,
+A checkpoint belongs to one run *key*: the subcommand, the spec hash, the data hash (written
+into the checkpoint only as its HMAC under the checkpoint key: no unkeyed hash of the data on
+disk, issue 26), the mptool version and the run options that change computed values (``--records``,
 ``--sample``, ``--engine``...; not ``--jobs``, ``--backend`` or ``--threshold``). Each
 finished chunk (the result of one ``run_tasks`` task, or a stage chunk of work items) is
 one file, written atomically (temporary name + rename), so a run killed at any moment
@@ -78,6 +79,7 @@ def _describe_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
         "command": "subcommand",
         "spec_sha256": "spec",
         "data_sha256": "data file",
+        "data_hmac": "data file",
         "mptool_version": "mptool version",
         "options": "run options",
     }
@@ -87,7 +89,7 @@ def _describe_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
                 a, b = old.get(field) or {}, new.get(field) or {}
                 keys = sorted(k for k in {*a, *b} if a.get(k) != b.get(k))
                 return f"run options ({', '.join(f'{k}: {a.get(k)!r} then, {b.get(k)!r} now' for k in keys)})"
-            if field.endswith("sha256"):
+            if field.endswith(("sha256", "hmac")):
                 return f"{label} (sha256 {str(old.get(field))[:12]} then, {str(new.get(field))[:12]} now)"
             return f"{label} ({old.get(field)} then, {new.get(field)} now)"
     return "format"
@@ -204,6 +206,15 @@ def _read_regular(path: Path, cap: int) -> bytes:
         return fh.read(cap + 1)
 
 
+def public_run_key(secret: bytes, key: Mapping[str, Any]) -> dict[str, Any]:
+    """``key`` with ``data_sha256`` replaced by ``data_hmac``: HMAC-SHA-256 of it under the checkpoint key."""
+    out = dict(key)
+    if "data_sha256" in out:
+        digest = str(out.pop("data_sha256")).encode()
+        out["data_hmac"] = _hmac.new(secret, b"mptool-checkpoint-data\x00" + digest, hashlib.sha256).hexdigest()
+    return out
+
+
 def _meta_mac(secret: bytes, key: Mapping[str, Any]) -> str:
     """HMAC-SHA-256 of meta.json's run key under the checkpoint key."""
     return _hmac.new(secret, b"mptool-checkpoint-meta\x00" + canonical(key), hashlib.sha256).hexdigest()
@@ -214,14 +225,27 @@ class Checkpoint:
 
     def __init__(self, directory: Path, key: dict[str, Any]) -> None:
         self.directory = Path(directory)
-        self.key = key
+        self._run_key = key
+        self._public: dict[str, Any] | None = None
         #: Items taken from the checkpoint by :meth:`load` / :meth:`load_tasks`, per stage or call.
         self.reused: dict[str, int] = {}
-        self._binding = canonical(key)
         self._secret: bytes | None = None
         self._tasks: dict[int, dict[tuple[int, str], Any]] = {}
         self._stages: dict[str, dict[int, dict[str, np.ndarray]]] = {}
         self._items = 0  # work items on disk: verified at open plus saved since
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """The run key as written into the checkpoint: the data file's SHA-256 replaced by ``data_hmac``, its
+        HMAC under the checkpoint key (no unkeyed hash of the data on disk, issue 26). Needs the key: read
+        only when a file is written or verified."""
+        if self._public is None:
+            self._public = public_run_key(self.secret, self._run_key)
+        return self._public
+
+    @property
+    def _binding(self) -> bytes:
+        return canonical(self.key)
 
     @property
     def secret(self) -> bytes:
