@@ -156,7 +156,13 @@ def test_fingerprints_once_per_distinct_row_equal_the_per_record_form(monkeypatc
     header, inverse, distinct = distinct_rows(records)
     assert len(distinct) <= 30 and len(inverse) == 150
     key = key_from_env()
-    _, per_record = canonical_rows(records)
+
+    def cell(v: object) -> str:  # the canonical form of fingerprint.py's docstring, written out independently
+        return "n" + repr(float(v)) if isinstance(v, int | float) else f"s{len(str(v))}:{v}"
+
+    per_record = ["|".join(cell(r[c]) for c in ("color", "size", "x1", "x2", "label")).encode()
+                  for r in df.to_dict(orient="records")]
+    assert canonical_rows(records)[1] == per_record
     expected = [hmac.new(key.key, SCHEME.encode() + b"\0" + header + b"\0" + r, hashlib.sha256).hexdigest()
                 [:FINGERPRINT_HEX] for r in per_record]
     assert fingerprints(records, key).tolist() == expected

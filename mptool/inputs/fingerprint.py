@@ -108,12 +108,17 @@ def distinct_rows(records: Records) -> tuple[bytes, np.ndarray, list[bytes]]:
     header = "\x1f".join(["features", *names, "label", records.schema.label]).encode()
     columns = [_column_codes(records.X[name].to_numpy()) for name in names]
     columns.append(_column_codes(records.y))
-    codes = np.stack([c for c, _ in columns], axis=1) if len(records.y) else np.zeros((0, len(columns)), np.int64)
-    unique, inverse = np.unique(codes, axis=0, return_inverse=True)
-    texts = [t for _, t in columns]
-    rows = ["|".join(texts[j][u] for j, u in enumerate(row)).encode("utf-8", "surrogatepass")
-            for row in unique.tolist()]
-    return header, np.asarray(inverse, dtype=np.int64).reshape(-1), rows
+    # the row's distinct id, one column at a time: (id so far) * (column's size) + code, renumbered by a hash
+    # factorisation each step, so it stays below the row count (never overflows) and costs O(rows) per column
+    inverse = np.zeros(len(records.y), dtype=np.int64)
+    for codes, texts in columns:
+        inverse, _ = pd.factorize(inverse * len(texts) + codes)
+        inverse = np.asarray(inverse, dtype=np.int64)
+    first = np.full(int(inverse.max()) + 1 if inverse.size else 0, -1, dtype=np.int64)
+    first[inverse[::-1]] = np.arange(len(inverse) - 1, -1, -1)  # the first record of each distinct row
+    rows = ["|".join(texts[codes[i]] for codes, texts in columns).encode("utf-8", "surrogatepass")
+            for i in first.tolist()]
+    return header, inverse, rows
 
 
 def canonical_rows(records: Records) -> tuple[bytes, list[bytes]]:
