@@ -198,14 +198,14 @@ def load_run(path: str | Path, flag: str = "--baseline", matched: bool = True) -
         )
     id_column = ident.get("id")
     keyed = bool(id_column) or bool(ident["fingerprint"].get("key_id"))
+    records, data = (doc["records"], None) if "records" in doc else _records_beside(file, summary, flag)
+    table = _records_table(records, str(file), id_column if isinstance(id_column, str) else None, keyed)
     if not keyed and matched:
         raise InputError(
             f"{file}: {flag} has neither data.id nor record fingerprints (it was made without "
             "MPTOOL_FINGERPRINT_KEY): its records cannot be matched; set MPTOOL_FINGERPRINT_KEY to one secret "
             "for every run (or data.id in the spec) and rerun it"
         )
-    records, data = (doc["records"], None) if "records" in doc else _records_beside(file, summary, flag)
-    table = _records_table(records, str(file), id_column if isinstance(id_column, str) else None, keyed)
     if matched:
         verify(doc, data, str(file), flag)
     dup = table["key"][table["key"].duplicated()]
