@@ -8,8 +8,10 @@ not bad input but a finding: it is tested last (exit 1 with a warning line).
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +20,8 @@ from conftest import mixed_frame, run_cli
 from test_bad_input import good_csv, good_spec, pdtp_args, snapshot
 
 Case = Callable[[Path], tuple[list[str], dict[str, str], list[str]]]
+KEY_ENV = "MPTOOL_FINGERPRINT_KEY"
+TEST_KEY = "bad-input-ci-secret"
 WAIVER = "waivers:\n  - record: '0123456789abcdef'\n    reason: accepted\n    who: alice\n    expires: 2026-06-30\n"
 
 
@@ -164,13 +168,27 @@ def baseline_other_label(d: Path):
     return args, {}, ["--baseline comes from other data or another spec", "label column differs"]
 
 
+@contextlib.contextmanager
+def fingerprint_key(value: str | None) -> Iterator[None]:
+    """MPTOOL_FINGERPRINT_KEY set to ``value`` (deleted when None) for a previous run, then restored."""
+    saved = os.environ.get(KEY_ENV)
+    os.environ.pop(KEY_ENV, None)
+    if value is not None:
+        os.environ[KEY_ENV] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(KEY_ENV, None)
+        if saved is not None:
+            os.environ[KEY_ENV] = saved
+
+
 def baseline_other_data(d: Path):
-    frame = mixed_frame(30, seed=5)
-    frame.loc[0, "x1"] = 99.0  # one record changed: the data-derived fingerprint key changes
-    frame.to_csv(d / "changed.csv", index=False)
-    prev = previous_run(d, csv=d / "changed.csv")
+    """A baseline made under another fingerprint key (issue 26: no key is ever derived from the data)."""
+    with fingerprint_key("another secret"):
+        prev = previous_run(d)
     args = pdtp_args(d, good_csv(d), good_spec(d), "--baseline", str(prev))
-    return args, {}, ["fingerprints were made with another key", "MPTOOL_FINGERPRINT_KEY", "data.id"]
+    return args, {}, ["--baseline was signed under another MPTOOL_FINGERPRINT_KEY", "remake the baseline"]
 
 
 def baseline_other_bin_size(d: Path):
@@ -215,12 +233,10 @@ def fingerprint_key_empty(d: Path):
 
 
 def diff_other_data(d: Path):
-    a = previous_run(d, name="a")
-    frame = mixed_frame(30, seed=5)
-    frame.loc[0, "x1"] = 99.0
-    frame.to_csv(d / "changed.csv", index=False)
-    b = previous_run(d, name="b", csv=d / "changed.csv")
-    return ["diff", str(a), str(b)], {}, ["RUN_A fingerprints were made with another key"]
+    with fingerprint_key("another secret"):
+        a = previous_run(d, name="a")
+    b = previous_run(d, name="b")
+    return ["diff", str(a), str(b)], {}, ["RUN_A was signed under another MPTOOL_FINGERPRINT_KEY"]
 
 
 def diff_not_a_run(d: Path):
@@ -290,7 +306,7 @@ CASES: list[Case] = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.__name__ for c in CASES])
 def test_bad_ci_input_exits_2_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: Case) -> None:
-    monkeypatch.delenv("MPTOOL_FINGERPRINT_KEY", raising=False)
+    monkeypatch.setenv(KEY_ENV, TEST_KEY)  # records match by keyed fingerprints (issue 26)
     monkeypatch.delenv("MPTOOL_TODAY", raising=False)
     args, env, fragments = case(tmp_path)
     for name, value in env.items():
@@ -308,6 +324,7 @@ def test_bad_ci_input_exits_2_with_one_line(tmp_path: Path, monkeypatch: pytest.
 
 def test_expired_waiver_is_a_finding_not_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An expired waiver: exit 1 (the record counts again) with a warning naming the waiver; not exit 2."""
+    monkeypatch.setenv(KEY_ENV, TEST_KEY)
     prev = previous_run(tmp_path, "--threshold", "0.9")
     top = pd.read_csv(prev / "pdtp.csv", dtype={"fingerprint": str}).to_dict(orient="records")
     worst = max(top, key=lambda r: r["pdtp"])

@@ -33,8 +33,10 @@ FEATURES = ["color", "size", "x1", "x2"]
 KEY = "test-secret-key"
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def secret(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Baselines, waivers and diff match records by keyed fingerprints: every test here runs under a key
+    (issue 26: without MPTOOL_FINGERPRINT_KEY there are no fingerprints; tests that need none delete it)."""
     monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", KEY)
     return KEY
 
@@ -94,7 +96,10 @@ def test_fingerprint_is_the_keyed_hash_of_the_values_and_survives_reordering(tmp
     assert t["fingerprint"].str.fullmatch(r"[0-9a-f]{16}").all()
 
 
-def test_data_derived_key_is_the_same_for_a_reordered_file_and_differs_for_changed_data(tmp_path: Path) -> None:
+def test_without_a_key_no_fingerprint_and_nothing_made_from_the_data(tmp_path: Path, monkeypatch) -> None:
+    """Issue 26: no key derived from the data; without MPTOOL_FINGERPRINT_KEY no fingerprint at all, the
+    identity says so and is the same for reordered and changed data (it is computed from no record)."""
+    monkeypatch.delenv("MPTOOL_FINGERPRINT_KEY")
     df = frame()
     spec = write_spec(tmp_path / "s.yaml", "categorical_nb")
     df.to_csv(tmp_path / "a.csv", index=False)
@@ -105,7 +110,19 @@ def test_data_derived_key_is_the_same_for_a_reordered_file_and_differs_for_chang
     for name in "abc":
         pdtp(tmp_path, tmp_path / f"{name}.csv", spec, name)
     ids = {n: summary(tmp_path, n)["identity"]["fingerprint"] for n in "abc"}
-    assert ids["a"]["key"] == "data" and ids["a"]["key_id"] == ids["b"]["key_id"] != ids["c"]["key_id"]
+    assert ids["a"]["key"] == "none" and ids["a"]["key_id"] is None and "MPTOOL_FINGERPRINT_KEY" in ids["a"]["note"]
+    assert ids["a"] == ids["b"] == ids["c"]
+    assert all(table(tmp_path, n)["fingerprint"].isna().all() for n in "abc")
+    assert {summary(tmp_path, n)["manifest"]["data_hmac"] for n in "abc"} == {None}
+
+
+def test_keyed_fingerprints_survive_reordering(tmp_path: Path) -> None:
+    df = frame()
+    spec = write_spec(tmp_path / "s.yaml", "categorical_nb")
+    df.to_csv(tmp_path / "a.csv", index=False)
+    df.sample(frac=1.0, random_state=3).to_csv(tmp_path / "b.csv", index=False)
+    for name in "ab":
+        pdtp(tmp_path, tmp_path / f"{name}.csv", spec, name)
     a, b = with_values(tmp_path, "a", tmp_path / "a.csv"), with_values(tmp_path, "b", tmp_path / "b.csv")
     joined = a.merge(b, on=[*FEATURES, "label"], suffixes=("_a", "_b"))
     assert len(joined) == len(df) and (joined["fingerprint_a"] == joined["fingerprint_b"]).all()
@@ -156,18 +173,26 @@ def test_two_runs_with_a_baseline_show_new_worse_unchanged_and_fixed(tmp_path: P
     assert "DTP-1 VIOLATED" in same.stdout and "gate passed" in same.stdout
 
 
+def shrunk(d: Path, n: int, seed: int, keep: int) -> tuple[Path, Path, Path]:
+    """d/a.csv (``n`` records), d/b.csv (its first ``keep``: the next day's data, each record's PDTP moved) and
+    one spec: a baseline is bound to its spec (issue 26), so runs differ by their data, rows lining up."""
+    df = frame(n, seed=seed)
+    df.to_csv(d / "a.csv", index=False)
+    df.iloc[:keep].to_csv(d / "b.csv", index=False)
+    return d / "a.csv", d / "b.csv", write_spec(d / "s.yaml", "categorical_nb")
+
+
 def test_tolerance_decides_worse_or_unchanged(tmp_path: Path, secret: str) -> None:
-    frame(60).to_csv(tmp_path / "d.csv", index=False)
-    spec_a = write_spec(tmp_path / "sa.yaml", "categorical_nb", model={"params": {"alpha": 1.0}})
-    spec_b = write_spec(tmp_path / "sb.yaml", "categorical_nb", model={"params": {"alpha": 0.9}})
-    pdtp(tmp_path, tmp_path / "d.csv", spec_a, "a", "--threshold", "0.5")
-    loose = pdtp(tmp_path, tmp_path / "d.csv", spec_b, "b", "--threshold", "0.5", "--baseline", tmp_path / "a",
+    csv_a, csv_b, spec = shrunk(tmp_path, 60, 0, 40)
+    pdtp(tmp_path, csv_a, spec, "a", "--threshold", "0.5")
+    loose = pdtp(tmp_path, csv_b, spec, "b", "--threshold", "0.5", "--baseline", tmp_path / "a",
                  "--baseline-tolerance", "5")
     assert summary(tmp_path, "b")["baseline"]["counts"]["worse"] == 0
-    strict = pdtp(tmp_path, tmp_path / "d.csv", spec_b, "c", "--threshold", "0.5", "--baseline", tmp_path / "a",
+    strict = pdtp(tmp_path, csv_b, spec, "c", "--threshold", "0.5", "--baseline", tmp_path / "a",
                   "--baseline-tolerance", "0")
     c = summary(tmp_path, "c")["baseline"]["counts"]
-    a, b = table(tmp_path, "a"), table(tmp_path, "c")
+    b = table(tmp_path, "c")
+    a = table(tmp_path, "a").iloc[: len(b)]
     rose = (b["pdtp"].to_numpy() > a["pdtp"].to_numpy()) & (a["pdtp"].to_numpy() > 0.5) & (b["pdtp"].to_numpy() > 0.5)
     assert c["worse"] == int(rose.sum()) > 0  # same file, same order: rows line up
     assert strict.code == 1 and (loose.code == 0) == (summary(tmp_path, "b")["baseline"]["counts"]["new"] == 0)
@@ -194,10 +219,10 @@ def test_records_match_by_data_id_when_set(tmp_path: Path) -> None:
 
 
 def waiver_file(path: Path, entries: list[dict]) -> Path:
-    """A waiver file as people write it: fingerprints quoted, dates plain."""
+    """A waiver file as people write it: fingerprints and reasons quoted, dates plain."""
     lines = ["waivers:"]
     for e in entries:
-        lines += [f"  - record: '{e['record']}'", f"    reason: {e['reason']}", f"    who: {e['who']}",
+        lines += [f"  - record: '{e['record']}'", f"    reason: '{e['reason']}'", f"    who: {e['who']}",
                   f"    expires: {e['expires']}"]
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -233,19 +258,16 @@ def test_waived_record_passes_until_its_waiver_expires(tmp_path: Path, monkeypat
 
 
 def test_waivers_and_baseline_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret: str) -> None:
-    frame(80, seed=2).to_csv(tmp_path / "d.csv", index=False)
-    spec_a = write_spec(tmp_path / "sa.yaml", "categorical_nb", model={"params": {"alpha": 1.0}})
-    spec_b = write_spec(tmp_path / "sb.yaml", "categorical_nb", model={"params": {"alpha": 0.6}})
-    pdtp(tmp_path, tmp_path / "d.csv", spec_a, "a", "--threshold", "0.7")
-    pdtp(tmp_path, tmp_path / "d.csv", spec_b, "b", "--threshold", "0.7", "--baseline", tmp_path / "a")
+    csv_a, csv_b, spec = shrunk(tmp_path, 80, 2, 55)
+    pdtp(tmp_path, csv_a, spec, "a", "--threshold", "0.7")
+    pdtp(tmp_path, csv_b, spec, "b", "--threshold", "0.7", "--baseline", tmp_path / "a")
     counted = table(tmp_path, "b").query("baseline_status in ['new', 'worse']")
     assert len(counted)
     waivers = waiver_file(tmp_path / "w.yaml", [
-        {"record": fp, "reason": "r", "who": "w", "expires": "2030-01-30"} for fp in counted["fingerprint"]
+        {"record": fp, "reason": "r", "who": "w", "expires": "2026-12-30"} for fp in counted["fingerprint"]
     ])
     monkeypatch.setenv("MPTOOL_TODAY", "2026-01-01")
-    res = pdtp(tmp_path, tmp_path / "d.csv", spec_b, "c", "--threshold", "0.7", "--baseline", tmp_path / "a",
-               "--waivers", waivers)
+    res = pdtp(tmp_path, csv_b, spec, "c", "--threshold", "0.7", "--baseline", tmp_path / "a", "--waivers", waivers)
     assert res.code == 0 and summary(tmp_path, "c")["baseline"]["counts"]["waived"] == len(counted)
 
 
@@ -253,20 +275,20 @@ def test_waivers_and_baseline_together(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_diff_names_changed_records_and_exits_1_when_worse(tmp_path: Path, secret: str) -> None:
-    frame(80, seed=2).to_csv(tmp_path / "d.csv", index=False)
-    spec_a = write_spec(tmp_path / "sa.yaml", "categorical_nb", model={"params": {"alpha": 1.0}})
-    spec_b = write_spec(tmp_path / "sb.yaml", "categorical_nb", model={"params": {"alpha": 0.6}})
-    pdtp(tmp_path, tmp_path / "d.csv", spec_a, "a", "--threshold", "0.7")
-    pdtp(tmp_path, tmp_path / "d.csv", spec_b, "b", "--threshold", "0.7", "--baseline", tmp_path / "a")
+    csv_a, csv_b, spec = shrunk(tmp_path, 80, 2, 55)
+    pdtp(tmp_path, csv_a, spec, "a", "--threshold", "0.7")
+    pdtp(tmp_path, csv_b, spec, "b", "--threshold", "0.7", "--baseline", tmp_path / "a")
     res = run_cli("diff", tmp_path / "a", tmp_path / "b")
     counts = summary(tmp_path, "b")["baseline"]["counts"]
     assert res.code == (1 if counts["new"] + counts["worse"] else 0) == 1
     line = res.stdout.strip().splitlines()[-1]
-    a, b = table(tmp_path, "a"), table(tmp_path, "b")
+    full_a, b = table(tmp_path, "a"), table(tmp_path, "b")
     assert line.startswith("mptool diff: WORSE: ")
-    assert (f"violations {int((a['pdtp'] > 0.7).sum())} -> {int((b['pdtp'] > 0.7).sum())} "
-            f"({counts['new']} new, {counts['worse']} worse, {counts['fixed']} fixed") in line
-    assert f"max PDTP {a['pdtp'].max():.4f} -> {b['pdtp'].max():.4f}" in line
+    assert f"violations {int((full_a['pdtp'] > 0.7).sum())} -> " in line
+    a = full_a.iloc[: len(b)]  # the records of both runs: the first ones, rows lining up
+    assert (f" -> {int((b['pdtp'] > 0.7).sum())} ({counts['new']} new, {counts['worse']} worse, "
+            f"{counts['fixed']} fixed") in line
+    assert f"max PDTP {full_a['pdtp'].max():.4f} -> {b['pdtp'].max():.4f}" in line
     changed = int(((b["pdtp"] - a["pdtp"]).abs() > 0.05).sum())  # one file, rows line up
     assert f"{changed} record(s) changed by more than 0.05" in line
     top = b.assign(d=(b["pdtp"] - a["pdtp"]).abs()).sort_values(["d", "row"], ascending=[False, True]).iloc[0]
@@ -440,7 +462,7 @@ def test_identical_records_share_a_fingerprint_a_status_and_a_waiver(tmp_path: P
     assert t.loc[7, "fingerprint"] == t.loc[50, "fingerprint"] and t.loc[7, "pdtp"] == t.loc[50, "pdtp"]
     limit = f"{t.loc[7, 'pdtp'] - 1e-6:.9f}"
     waivers = waiver_file(tmp_path / "w.yaml", [{"record": t.loc[7, "fingerprint"], "reason": "twin", "who": "x",
-                                                 "expires": "2030-01-30"}])
+                                                 "expires": "2026-12-30"}])
     monkeypatch.setenv("MPTOOL_TODAY", "2026-01-01")
     pdtp(tmp_path, tmp_path / "d.csv", spec, "b", "--threshold", limit, "--baseline", tmp_path / "a",
          "--waivers", waivers)

@@ -376,9 +376,10 @@ def test_results_from_different_data_files_are_flagged(runs: dict[str, Path], tm
     copy = tmp_path / "res"
     shutil.copytree(runs["full"], copy)
     assert not any("different data files" in n for n in load_results(copy).notes)
-    doc = json.loads((copy / "attack.json").read_text())
-    doc["summary"]["manifest"]["data_sha256"] = "0" * 64
-    (copy / "attack.json").write_text(json.dumps(doc))
+    for name, digest in (("attack.json", "0" * 64), ("pdtp.json", "1" * 64)):  # keyed digests (issue 26)
+        doc = json.loads((copy / name).read_text())
+        doc["summary"]["manifest"]["data_hmac"] = digest
+        (copy / name).write_text(json.dumps(doc))
     assert any("different data files" in n for n in load_results(copy).notes)
 
 

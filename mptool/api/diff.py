@@ -48,7 +48,9 @@ def diff_runs(a: PreviousRun, b: PreviousRun, threshold: float, tolerance: float
     status, before, absent = classify(b.table, a.table, threshold, tolerance)
     now = b.table.assign(status=status.to_numpy(), before=before.to_numpy())
     delta = now["pdtp"] - now["before"]
-    changed = now[delta.abs().to_numpy() > tolerance].assign(size=delta.abs())
+    # size first, then the rows: assigning a column to an empty selection would re-create every row (as NaN)
+    sized = now.assign(size=delta.abs().to_numpy())
+    changed = sized[sized["size"].to_numpy() > tolerance]
     changed = changed.sort_values(["size", "row"], ascending=[False, True])
     only_a = ~a.table["key"].isin(set(b.table["key"]))
     records = {kind: _rows(now[now["status"] == kind]) for kind in ("new", "worse", "unchanged", "fixed")}

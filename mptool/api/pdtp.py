@@ -57,8 +57,9 @@ PDTP_COLUMNS = {
     "dtp_queries": "with --queries train|FILE: max over the query points and classes of the binned log-ratio",
     "above_noise_floor": "with a measured noise floor: true when the gated PDTP exceeds the floor's 95th percentile "
     "(PDTP of A(T) vs A(T with a row moved to the end)); empty when no floor was measured",
-    "fingerprint": "keyed hash of the record's feature and label values (mptool.inputs.fingerprint): finds the "
-    "record again in another run (--baseline, --waivers, mptool diff) without publishing its values",
+    "fingerprint": "HMAC of the record's feature and label values under MPTOOL_FINGERPRINT_KEY "
+    "(mptool.inputs.fingerprint): finds the record again in another run (--baseline, --waivers, mptool diff) "
+    "without publishing its values; empty when the key is not set (no unkeyed hash is ever written)",
 }
 
 
@@ -328,7 +329,7 @@ def run_pdtp(
     t0 = time.perf_counter()
     spec, T = prep.spec, prep.train
     positions = select_positions(prep, options.records, options.sample)
-    key = run_key(prep.population)  # before any fit: an empty MPTOOL_FINGERPRINT_KEY stops the run here
+    key = run_key()  # before any fit: an empty MPTOOL_FINGERPRINT_KEY stops the run here; unset: no fingerprints
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template)
     full_model = fit_checked(prep.template, T)

@@ -54,7 +54,7 @@ def attack_artefact(prep: Prepared, bin_size: float) -> dict[str, Any] | None:
     return {
         "attack": "threshold (Yeom et al., Adversary 1): member iff the artefact's loss <= its mean training loss",
         "path": prep.trained["path"],
-        "sha256": prep.trained["sha256"],
+        "model_hmac": prep.trained["model_hmac"],
         "members": int(T.n),
         "non_members": int(others.n),
         "tau": tau,

@@ -21,6 +21,7 @@ from mptool.outputs.formats import JunitSuite, OutputFile
 from mptool.outputs.junit import GateCase, record_lines
 from mptool.outputs.report.verify import gate_label
 from mptool.runtime import ui
+from mptool.runtime.errors import InputError
 
 FormatOpt = Annotated[
     str,
@@ -63,24 +64,37 @@ def read_gate_inputs(baseline: Path | None, waivers: Path | None, tolerance: flo
     from mptool.inputs.fingerprint import key_from_env
 
     key_from_env()  # an empty key stops here, before any work
+    on = today()
     return GateInputs(
         load_run(baseline) if baseline is not None else None,
-        load_waivers(waivers) if waivers is not None else None,
+        load_waivers(waivers, on) if waivers is not None else None,
         tolerance,
-        today(),
+        on,
     )
 
 
-def check_before_work(prep: Any, gi: GateInputs) -> None:
-    """Before the leave-one-out: ids unique (when records match by id), the baseline comparable with this run."""
+def check_before_work(prep: Any, gi: GateInputs, engine: str = "auto") -> None:
+    """Before the leave-one-out: ids unique (when records match by id), records matchable, the baseline
+    comparable with this run and bound to its spec, estimator and engine (``engine``: the --engine choice)."""
+    from mptool.inputs.fingerprint import KEY_ENV, identity, run_key
+
     if gi.active and prep.train.ids is not None:
         check_unique_ids(prep.train.rows, prep.train.ids, str(prep.spec.data.id))
+    if gi.active and prep.train.ids is None and run_key() is None:
+        flag = "--baseline" if gi.baseline is not None else "--waivers"
+        raise InputError(
+            f"{flag}: records are matched by data.id or by fingerprints keyed with {KEY_ENV}, and neither is set "
+            f"(without a key no fingerprint is written: an unkeyed hash would identify records); set {KEY_ENV} "
+            "to one secret for every run (a CI secret), or data.id in the spec"
+        )
     if gi.baseline is not None:
         from mptool.api.baseline import check_comparable
-        from mptool.inputs.fingerprint import identity, run_key
+        from mptool.inputs.signature import check_bound
+        from mptool.loo import select_engine
 
-        check_comparable(identity(prep.train, run_key(prep.population), prep.spec.output.bin_size), gi.baseline,
-                         "--baseline")
+        check_comparable(identity(prep.train, run_key(), prep.spec.output.bin_size), gi.baseline, "--baseline")
+        check_bound(gi.baseline.summary, prep.spec.sha256(), prep.choice.name,
+                    select_engine(engine, prep.spec, prep.template).name, str(gi.baseline.path), "--baseline")
 
 
 def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, gi: GateInputs) -> GateOutcome | None:

@@ -42,6 +42,7 @@ def diff(
     from mptool.api.baseline import check_comparable
     from mptool.api.diff import diff_runs, summary_line
     from mptool.inputs.baseline import load_run
+    from mptool.inputs.signature import check_bound
 
     flags.check_tolerance(tolerance, "--tolerance")
     flags.check_count(top, "--top", 0, 10_000)
@@ -49,6 +50,9 @@ def diff(
         flags.check_threshold(threshold)
     a, b = load_run(run_a, "RUN_A"), load_run(run_b, "RUN_B")
     check_comparable(b.identity, a, "RUN_A")
+    b_manifest = b.summary.get("manifest") if isinstance(b.summary.get("manifest"), dict) else {}
+    check_bound(a.summary, str(b_manifest.get("spec_sha256")), str(b.summary.get("estimator")),
+                str(b.summary.get("engine")), str(a.path), "RUN_A")
     limit = threshold if threshold is not None else float(b.summary.get("threshold", 1.0))
     flags.check_threshold(limit, f"{b.path}: summary.threshold")
     outcome = diff_runs(a, b, limit, tolerance)

@@ -295,7 +295,7 @@ def pdtp(
     names = ["pdtp.csv", "pdtp.json", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), names, force, resume=resume, inputs=inputs)
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
-    ci.check_before_work(prep, gate_inputs)
+    ci.check_before_work(prep, gate_inputs, engine)
     for note in prep.notes:
         ui.warn(note)
     start = f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}"
@@ -331,15 +331,18 @@ def finish_pdtp(
     json_records: bool, quiet: bool,
 ) -> int:
     """After the run: the baseline/waiver gate, pdtp.csv, pdtp.json (junit.xml), terminal lines, exit code."""
-    from mptool.outputs.formats import OutputFile, records_for_json, write_files
+    from mptool.inputs.signature import signature_block
+    from mptool.outputs.formats import OutputFile, jsonable, records_for_json, to_csv, write_files
 
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir), "records_file": "pdtp.csv"}
     table = result.table.copy()
     outcome = ci.apply_gate(table, summary, result.summary["threshold"], gate_inputs)
     if outcome is not None:
         summary["baseline"] = outcome.block
-    doc = {"summary": summary, **({"records": records_for_json(table)} if json_records else {})}
-    files = [OutputFile("pdtp.csv", "csv", table), OutputFile("pdtp.json", "json", doc)]
+    doc = jsonable({"summary": summary, **({"records": records_for_json(table)} if json_records else {})})
+    records = to_csv(table).encode("utf-8")
+    doc["summary"]["signature"] = signature_block(doc, None if json_records else records)  # a baseline's seal
+    files = [OutputFile("pdtp.csv", "text", records), OutputFile("pdtp.json", "json", doc)]
     if "junit" in formats:
         cases = ci.pdtp_cases(summary, table, outcome)
         files.append(ci.junit_file("mptool pdtp", cases, summary["timings"]["total_s"]))

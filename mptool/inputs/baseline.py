@@ -10,15 +10,22 @@ A waiver file is YAML read by the spec's strict reader (:func:`mptool.inputs.spe
 no duplicate keys, anchors, tags or YAML 1.1 surprises)::
 
     waivers:
-      - record: 3f9a0c2b7d1e4a55     # a fingerprint from pdtp.csv, or a data.id value
-        reason: outlier accepted in review #1234
+      - record: '3f9a0c2b7d1e4a55'   # a fingerprint from pdtp.csv, or a data.id value
+        reason: 'outlier accepted in review #1234'
         who: alice@example.com
         expires: 2026-06-30          # valid through this day
+
+Every waiver ends: ``expires`` may be at most :data:`MAX_WAIVER_DAYS` days after today (a
+waiver to 9999-12-31 is refused; renew it instead). In YAML `` #`` after an unquoted value
+starts a comment, so ``reason: reviewed in review #1234`` would be read as "reviewed in
+review" (and ``record: abc #1`` would waive record "abc"): an unquoted ``record``, ``reason``
+or ``who`` followed by a comment on its line is refused; quote the value.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import math
 import os
@@ -28,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
+from mptool.inputs.signature import verify
 from mptool.inputs.spec import read_yaml
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
@@ -40,10 +49,13 @@ MAX_WAIVER_BYTES = 1_000_000
 MAX_WAIVERS = 10_000
 #: Longest ``reason`` / ``who`` / ``record`` text of a waiver.
 MAX_WAIVER_TEXT = 500
+#: Latest expiry a waiver may have, in days after today: a waiver is reviewed at least once a year.
+MAX_WAIVER_DAYS = 365
 #: Environment variable fixing "today" for waiver expiry (tests, reproducible CI reruns).
 TODAY_ENV = "MPTOOL_TODAY"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _WAIVER_KEYS = ("record", "reason", "who", "expires")
+_TEXT_KEYS = ("record", "reason", "who")
 
 
 @dataclass(frozen=True)
@@ -105,8 +117,11 @@ def _read_json(path: Path, flag: str) -> Any:
         raise InputError(f"{path}: {flag} is not valid JSON ({first})") from None
 
 
-def _records_table(records: Any, where: str, id_column: str | None) -> pd.DataFrame:
-    """The per-record table of a run, each record checked; ``key`` is the id (if the run had one) or fingerprint."""
+def _records_table(records: Any, where: str, id_column: str | None, keyed: bool = True) -> pd.DataFrame:
+    """The per-record table of a run, each record checked; ``key`` is the id (if the run had one) or fingerprint.
+
+    ``keyed`` False: a run with neither (no MPTOOL_FINGERPRINT_KEY): every key is empty (history trend only).
+    """
     if not isinstance(records, list):
         raise InputError(f"{where}: 'records' must be a list of records")
     keys, rows, values, prints, ids = [], [], [], [], []
@@ -117,10 +132,12 @@ def _records_table(records: Any, where: str, id_column: str | None) -> pd.DataFr
         pdtp, key = rec.get("pdtp"), rec.get(key_field)
         if isinstance(pdtp, bool) or not isinstance(pdtp, int | float) or not math.isfinite(pdtp) or pdtp < 0:
             raise InputError(f"{where}: record {i} has no finite, non-negative 'pdtp' (got {ui.excerpt(repr(pdtp))})")
-        if key is None or isinstance(key, bool | dict | list) or key == "":
+        if not keyed and not id_column:
+            key = ""
+        elif key is None or isinstance(key, bool | dict | list) or key == "":
             hint = "" if id_column else "; it was written before fingerprints existed: rerun it with this mptool"
             raise InputError(f"{where}: record {i} has no '{key_field}'{hint}")
-        keys.append(key_text(key))
+        keys.append(key_text(key) if key != "" else "")
         rows.append(rec.get("row"))
         values.append(float(pdtp))
         prints.append(rec.get("fingerprint"))
@@ -131,8 +148,9 @@ def _records_table(records: Any, where: str, id_column: str | None) -> pd.DataFr
     return table
 
 
-def _records_beside(file: Path, summary: dict[str, Any], flag: str) -> list[dict[str, Any]]:
-    """The records of a pdtp.json without them (issue 15): read from the CSV it names, in the same folder.
+def _records_beside(file: Path, summary: dict[str, Any], flag: str) -> tuple[list[dict[str, Any]], bytes]:
+    """The records of a pdtp.json without them (issue 15): read from the CSV it names, in the same folder;
+    and the file's bytes (read once: what is verified is what is parsed).
 
     Ids and fingerprints are read as text (a fingerprint's leading zeros stay), empty cells as missing.
     """
@@ -148,15 +166,22 @@ def _records_beside(file: Path, summary: dict[str, Any], flag: str) -> list[dict
     if csv.stat().st_size > MAX_RUN_BYTES:
         raise InputError(f"{csv}: {flag} is larger than {MAX_RUN_BYTES:,} bytes")
     try:
-        frame = pd.read_csv(csv, dtype={"id": str, "fingerprint": str}, keep_default_na=False, na_values=[""])
+        data = csv.read_bytes()[: MAX_RUN_BYTES + 1]
+        frame = pd.read_csv(io.BytesIO(data), dtype={"id": str, "fingerprint": str}, keep_default_na=False,
+                            na_values=[""])
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise InputError(f"{csv}: {flag}: cannot read the records ({exc.__class__.__name__})") from None
     frame = frame.astype(object).where(frame.notna(), None)
-    return frame.to_dict(orient="records")
+    return frame.to_dict(orient="records"), data
 
 
-def load_run(path: str | Path, flag: str = "--baseline") -> PreviousRun:
-    """A previous pdtp run from its folder or its pdtp.json; InputError (naming ``flag``) if unusable."""
+def load_run(path: str | Path, flag: str = "--baseline", matched: bool = True) -> PreviousRun:
+    """A previous pdtp run from its folder or its pdtp.json; InputError (naming ``flag``) if unusable.
+
+    ``matched`` (baselines, diff): its records must be matchable, by data.id or keyed fingerprints,
+    and the run must verify under MPTOOL_FINGERPRINT_KEY (:func:`mptool.inputs.signature.verify`);
+    False (a history's trend, which gates nothing) also reads a run that has neither, with empty keys.
+    """
     path = Path(path)
     file = path / "pdtp.json" if path.is_dir() else path
     if path.is_dir() and not file.is_file():
@@ -172,8 +197,17 @@ def load_run(path: str | Path, flag: str = "--baseline") -> PreviousRun:
             "existed: rerun it with this mptool"
         )
     id_column = ident.get("id")
-    records = doc["records"] if "records" in doc else _records_beside(file, summary, flag)
-    table = _records_table(records, str(file), id_column if isinstance(id_column, str) else None)
+    keyed = bool(id_column) or bool(ident["fingerprint"].get("key_id"))
+    records, data = (doc["records"], None) if "records" in doc else _records_beside(file, summary, flag)
+    table = _records_table(records, str(file), id_column if isinstance(id_column, str) else None, keyed)
+    if not keyed and matched:
+        raise InputError(
+            f"{file}: {flag} has neither data.id nor record fingerprints (it was made without "
+            "MPTOOL_FINGERPRINT_KEY): its records cannot be matched; set MPTOOL_FINGERPRINT_KEY to one secret "
+            "for every run (or data.id in the spec) and rerun it"
+        )
+    if matched:
+        verify(doc, data, str(file), flag)
     dup = table["key"][table["key"].duplicated()]
     if id_column and not dup.empty:
         raise InputError(f"{file}: {flag} has the id column '{ui.excerpt(id_column)}' with a value used twice")
@@ -217,7 +251,45 @@ def _text(entry: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _waiver(entry: Any, where: str) -> Waiver:
+def _cut_by_comment(text: str, where: str) -> None:
+    """InputError if an unquoted ``record``/``reason``/``who`` value is followed by `` #`` on its line.
+
+    YAML reads `` #...`` after a plain value as a comment, silently cutting the value (the
+    docs' own ``reason: reviewed in review #1234`` lost ``#1234``). Found from the scanner's
+    tokens and the raw text, so a quoted value (where ``#`` is text) is never refused.
+    """
+    try:
+        tokens = list(yaml.scan(text))
+    except yaml.YAMLError:
+        return  # read_yaml reports the syntax error with its line
+    for i in range(3, len(tokens)):
+        key, value = tokens[i - 2], tokens[i]
+        if not (isinstance(tokens[i - 3], yaml.KeyToken) and isinstance(key, yaml.ScalarToken)
+                and isinstance(tokens[i - 1], yaml.ValueToken) and isinstance(value, yaml.ScalarToken)):
+            continue
+        if key.value not in _TEXT_KEYS or not value.plain:
+            continue
+        end = value.end_mark.index
+        rest = text[end:].split("\n", 1)[0]
+        if re.match(r"[ \t]+#", rest):
+            raise InputError(
+                f"{where} line {value.start_mark.line + 1}: '{key.value}': the text after ' #' is a YAML comment, "
+                f"not part of the {key.value}; quote the value, e.g. reason: 'reviewed in review #1234'"
+            )
+
+
+def _bounded(expires: dt.date, on: dt.date, where: str) -> dt.date:
+    """``expires`` unless it is more than :data:`MAX_WAIVER_DAYS` days after ``on`` (InputError)."""
+    last = on + dt.timedelta(days=MAX_WAIVER_DAYS)
+    if expires > last:
+        raise InputError(
+            f"{where}: 'expires' {expires.isoformat()} is more than {MAX_WAIVER_DAYS} days after today "
+            f"({on.isoformat()}); a waiver must end by {last.isoformat()} (renew it when it expires)"
+        )
+    return expires
+
+
+def _waiver(entry: Any, where: str, on: dt.date | None = None) -> Waiver:
     if not isinstance(entry, dict):
         raise InputError(f"{where}: each waiver is a mapping with keys {', '.join(_WAIVER_KEYS)}")
     unknown = [k for k in entry if k not in _WAIVER_KEYS]
@@ -226,12 +298,15 @@ def _waiver(entry: Any, where: str) -> Waiver:
     missing = [k for k in _WAIVER_KEYS if k not in entry]
     if missing:
         raise InputError(f"{where}: required key '{missing[0]}' is missing")
-    expires = parse_date(entry["expires"], f"{where}: 'expires'")
+    expires = _bounded(parse_date(entry["expires"], f"{where}: 'expires'"), on or today(), where)
     return Waiver(_text(entry, "record", where), _text(entry, "reason", where), _text(entry, "who", where), expires)
 
 
-def load_waivers(path: str | Path) -> list[Waiver]:
-    """The waivers of a YAML file (module docstring); InputError naming the file and entry if not clearly valid."""
+def load_waivers(path: str | Path, on: dt.date | None = None) -> list[Waiver]:
+    """The waivers of a YAML file (module docstring); InputError naming the file and entry if not clearly valid.
+
+    ``on``: today (:func:`today` when None), which bounds every expiry (:data:`MAX_WAIVER_DAYS`).
+    """
     path = Path(path)
     try:
         if path.exists() and not path.is_file():  # a pipe blocks the read, a device like /dev/zero never ends
@@ -245,6 +320,7 @@ def load_waivers(path: str | Path) -> list[Waiver]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read the waiver file ({exc.__class__.__name__})") from None
     raw = read_yaml(text, str(path))
+    _cut_by_comment(text, str(path))
     if not isinstance(raw, dict) or set(raw) != {"waivers"} or not isinstance(raw["waivers"], list):
         raise InputError(f"{path}: a waiver file is a mapping with one key, 'waivers', holding a list")
     if len(raw["waivers"]) > MAX_WAIVERS:
@@ -252,7 +328,7 @@ def load_waivers(path: str | Path) -> list[Waiver]:
     out: list[Waiver] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(raw["waivers"]):
-        waiver = _waiver(entry, f"{path}: waivers[{i}]")
+        waiver = _waiver(entry, f"{path}: waivers[{i}]", on)
         if waiver.record in seen:
             first = seen[waiver.record]
             raise InputError(f"{path}: waivers[{i}]: record is already waived by waivers[{first}]; keep one")

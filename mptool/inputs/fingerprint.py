@@ -11,24 +11,31 @@ value, so are ``-0.0`` and ``0``; a missing number is ``nnan``), a text cell as 
 (so no cell can fake a separator). The header (column names) is hashed once before the
 rows, so renaming a column changes every fingerprint.
 
-Why keyed. A plain SHA-256 of a record's values published in pdtp.csv would let anyone who
-guesses a record (few columns, few values each: a dictionary of the whole domain is cheap)
-test whether it is a training record -- a membership test handed out for free, and for
-low-entropy data the values themselves. So the fingerprint is HMAC-SHA-256 under a key that
-is not in any result file, truncated to :data:`FINGERPRINT_HEX` hex digits (64 bits: no
-accidental collision among a billion records is expected; the truncation does not make
-guessing easier or harder, the key does):
+Why keyed, and why never without a key. A plain SHA-256 of a record's values published in
+pdtp.csv would let anyone who guesses a record (few columns, few values each: a dictionary of
+the whole domain is cheap) test whether it is a training record -- a membership test handed
+out for free, and for low-entropy data the values themselves. The same holds for any unkeyed
+hash of the data set, a row or a column: an adversary who knows every record but one tries
+each candidate for the last one, and the candidate whose hash matches is the true record (the
+adversary DTP is defined against; issue 26). So:
 
-- ``MPTOOL_FINGERPRINT_KEY`` (environment; a CI secret): fingerprints stay comparable
-  across runs whatever happens to the data; without the key nobody can test a guess;
-- otherwise a key derived from the *content* of the whole usable data (the sorted record
-  digests, under a domain-separation prefix): a reordered file gives the same key, but
-  adding, removing or changing any record changes every fingerprint. The key is not the
-  published ``data_sha256`` and cannot be computed from it; whoever holds the data file
-  can compute it, but can also rerun the audit.
+- the fingerprint is HMAC-SHA-256 under ``MPTOOL_FINGERPRINT_KEY`` (environment; a CI
+  secret, the same on every run that is compared), truncated to :data:`FINGERPRINT_HEX` hex
+  digits (64 bits: no accidental collision among a billion records is expected; the
+  truncation does not make guessing easier or harder, the key does);
+- without the key there are no fingerprints at all (the column is empty and pdtp.json's
+  ``identity.fingerprint`` says why): records are then matched only by the spec's
+  ``data.id``, and ``--baseline``, ``--waivers`` and ``mptool diff`` refuse a run that has
+  neither (exit 2), rather than derive a key from the data (a hash of the data in disguise);
+- every other digest of the data in a result (the data file's, in the manifest) is keyed the
+  same way (:func:`keyed_digest`) or left out.
 
-Every result records the key's id (a hash of the key, :func:`key_id`), so runs made under
-different keys are refused as a baseline instead of showing every record as new.
+Every result records the key's id (:func:`key_id`, a MAC of a constant under the key: it
+says whether two runs share a key and nothing about the data), so runs made under different
+keys are refused as a baseline instead of showing every record as new.
+
+Cost. Each distinct record is written out and MAC-ed once (a data set of 1.41 M rows with
+1,646 distinct ones makes 1,646 MACs); the rows get theirs by index (issue 28).
 """
 
 from __future__ import annotations
@@ -50,16 +57,21 @@ FINGERPRINT_HEX = 16
 KEY_ENV = "MPTOOL_FINGERPRINT_KEY"
 #: Version of the canonical form; part of every key, so a change of form changes the key id.
 SCHEME = "hmac-sha256-v1"
-_DATA_KEY_PREFIX = b"mptool fingerprint key from data content v1\0"
-_KEY_ID_PREFIX = b"mptool fingerprint key id v1\0"
+_KEY_ID_PREFIX = b"mptool fingerprint key id v2\0"
+#: What pdtp.json says when there is no key (issue 26).
+NO_KEY_NOTE = (
+    f"no fingerprints: {KEY_ENV} is not set, and an unkeyed hash of a record or of the data would let anyone "
+    "who knows all records but one test candidates for the last one; records are matched by data.id only. "
+    f"Set {KEY_ENV} to one secret for every run to match records across runs without data.id"
+)
 
 
 @dataclass(frozen=True)
 class FingerprintKey:
-    """The HMAC key of a run, where it came from (``env`` or ``data``) and its public id."""
+    """The HMAC key of a run (from ``MPTOOL_FINGERPRINT_KEY``) and its public id."""
 
     key: bytes
-    source: str
+    source: str = "env"
 
     @property
     def id(self) -> str:
@@ -67,8 +79,8 @@ class FingerprintKey:
 
 
 def key_id(key: bytes) -> str:
-    """Public id of a key: 16 hex digits of SHA-256(prefix + key); says whether two runs share a key."""
-    return hashlib.sha256(_KEY_ID_PREFIX + key).hexdigest()[:16]
+    """Public id of a key: 16 hex digits of HMAC-SHA-256(key, a constant); says whether two runs share a key."""
+    return hmac.new(key, _KEY_ID_PREFIX, hashlib.sha256).hexdigest()[:16]
 
 
 def _cell_text(value: object, numeric: bool) -> str:
@@ -78,22 +90,41 @@ def _cell_text(value: object, numeric: bool) -> str:
     return f"s{len(text)}:{text}"
 
 
-def _column_text(values: pd.Series | np.ndarray) -> list[str]:
-    """Each cell of one column in the canonical form (module docstring); each distinct value formatted once."""
+def _column_codes(values: pd.Series | np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """(code per cell, canonical text per code) of one column (module docstring); each distinct value once."""
     arr = np.asarray(values)
     numeric = arr.dtype.kind in "iuf"
     codes, uniques = pd.factorize(arr.astype(float) + 0.0 if numeric else arr, use_na_sentinel=False)  # -0.0 -> 0.0
-    texts = np.array([_cell_text(v, numeric) for v in uniques], dtype=object)
-    return texts[codes].tolist()
+    return np.asarray(codes, dtype=np.int64), [_cell_text(v, numeric) for v in uniques]
+
+
+def distinct_rows(records: Records) -> tuple[bytes, np.ndarray, list[bytes]]:
+    """(header, index of each record's distinct row, one canonical byte string per distinct row).
+
+    Features by name, then the label (module docstring). Records with equal cells share one
+    canonical string, so it is built (and MAC-ed) once per distinct record.
+    """
+    names = sorted(records.X.columns)
+    header = "\x1f".join(["features", *names, "label", records.schema.label]).encode()
+    columns = [_column_codes(records.X[name].to_numpy()) for name in names]
+    columns.append(_column_codes(records.y))
+    # the row's distinct id, one column at a time: (id so far) * (column's size) + code, renumbered by a hash
+    # factorisation each step, so it stays below the row count (never overflows) and costs O(rows) per column
+    inverse = np.zeros(len(records.y), dtype=np.int64)
+    for codes, texts in columns:
+        inverse, _ = pd.factorize(inverse * len(texts) + codes)
+        inverse = np.asarray(inverse, dtype=np.int64)
+    first = np.full(int(inverse.max()) + 1 if inverse.size else 0, -1, dtype=np.int64)
+    first[inverse[::-1]] = np.arange(len(inverse) - 1, -1, -1)  # the first record of each distinct row
+    rows = ["|".join(texts[codes[i]] for codes, texts in columns).encode("utf-8", "surrogatepass")
+            for i in first.tolist()]
+    return header, inverse, rows
 
 
 def canonical_rows(records: Records) -> tuple[bytes, list[bytes]]:
     """(header, one canonical byte string per record) of ``records``: features by name, then the label."""
-    names = sorted(records.X.columns)
-    header = "\x1f".join(["features", *names, "label", records.schema.label]).encode()
-    columns = [_column_text(records.X[name].to_numpy()) for name in names]
-    columns.append(_column_text(records.y))
-    return header, ["|".join(cells).encode("utf-8", "surrogatepass") for cells in zip(*columns, strict=True)]
+    header, inverse, rows = distinct_rows(records)
+    return header, [rows[i] for i in inverse.tolist()]
 
 
 def key_from_env() -> FingerprintKey | None:
@@ -106,41 +137,61 @@ def key_from_env() -> FingerprintKey | None:
     return FingerprintKey(secret.encode("utf-8", "surrogatepass"), "env")
 
 
-def run_key(population: Records) -> FingerprintKey:
-    """The run's key: ``MPTOOL_FINGERPRINT_KEY`` if set, else one derived from the data's content (sorted)."""
-    secret = key_from_env()
-    if secret is not None:
-        return secret
-    header, rows = canonical_rows(population)
-    digests = sorted(hashlib.sha256(r).digest() for r in rows)
-    h = hashlib.sha256(_DATA_KEY_PREFIX + SCHEME.encode() + b"\0" + header + b"\0")
-    for d in digests:
-        h.update(d)
-    return FingerprintKey(h.digest(), "data")
+def run_key(population: Records | None = None) -> FingerprintKey | None:
+    """The run's key: ``MPTOOL_FINGERPRINT_KEY``, else None (no fingerprints; never a key made from the data).
+
+    ``population`` is no longer read (kept so callers need not change).
+    """
+    return key_from_env()
 
 
-def fingerprints(records: Records, key: FingerprintKey) -> np.ndarray:
-    """HMAC-SHA-256 fingerprint of each record (:data:`FINGERPRINT_HEX` hex digits), in record order."""
-    header, rows = canonical_rows(records)
+def fingerprints(records: Records, key: FingerprintKey | None) -> np.ndarray:
+    """HMAC-SHA-256 fingerprint of each record (:data:`FINGERPRINT_HEX` hex digits), in record order.
+
+    One MAC per distinct record. Without a key, None for every record (no fingerprint at all).
+    """
+    if key is None:
+        return np.full(len(records.y), None, dtype=object)
+    header, inverse, rows = distinct_rows(records)
     base = hmac.new(key.key, SCHEME.encode() + b"\0" + header + b"\0", hashlib.sha256)
     out = []
     for row in rows:
         h = base.copy()
         h.update(row)
         out.append(h.hexdigest()[:FINGERPRINT_HEX])
-    return np.array(out, dtype=object)
+    return np.array(out, dtype=object)[inverse] if out else np.empty(0, dtype=object)
 
 
-def identity(records: Records, key: FingerprintKey, bin_size: float) -> dict[str, object]:
+def keyed_digest(what: str, sha256_hex: str, key: FingerprintKey | None = None) -> str | None:
+    """A published stand-in for the SHA-256 of a file (``what``: "data", "model"): HMAC under the key, else None.
+
+    The plain SHA-256 of the data file would let an adversary who knows all records but one
+    test candidates for the last one (module docstring); keyed, only holders of the key can
+    recompute it. Reads ``MPTOOL_FINGERPRINT_KEY`` when ``key`` is not given.
+    """
+    key = key if key is not None else key_from_env()
+    if key is None or not sha256_hex:
+        return None
+    msg = b"mptool keyed digest v1\0" + what.encode() + b"\0" + sha256_hex.encode()
+    return hmac.new(key.key, msg, hashlib.sha256).hexdigest()
+
+
+def identity(records: Records, key: FingerprintKey | None, bin_size: float) -> dict[str, object]:
     """What makes two runs' records comparable, recorded in pdtp.json as ``summary.identity``.
 
     The label and id columns, the feature columns, the bin width (PDTP's scale) and the
-    fingerprint scheme and key id. A baseline or diff with a different identity is refused.
+    fingerprint scheme and key id (``key`` "none" and a note when there is no key). A baseline
+    or diff with a different identity is refused. Nothing in it is computed from the records.
     """
+    if key is None:
+        fingerprint: dict[str, object] = {"scheme": SCHEME, "key": "none", "key_id": None,
+                                          "hex_digits": FINGERPRINT_HEX, "note": NO_KEY_NOTE}
+    else:
+        fingerprint = {"scheme": SCHEME, "key": key.source, "key_id": key.id, "hex_digits": FINGERPRINT_HEX}
     return {
         "label": records.schema.label,
         "id": records.schema.id,
         "features": sorted(records.X.columns),
         "bin_size": bin_size,
-        "fingerprint": {"scheme": SCHEME, "key": key.source, "key_id": key.id, "hex_digits": FINGERPRINT_HEX},
+        "fingerprint": fingerprint,
     }

@@ -91,11 +91,16 @@ def junit_xml(suite: str, cases: Sequence[GateCase], seconds: float = 0.0, stdou
 
 
 def record_lines(records: Sequence[dict], id_column: bool, limit: int = MAX_LISTED, before: str = "baseline") -> str:
-    """One line per record: ``row R  id|fingerprint K  PDTP P`` (and ``was`` when known); no feature values."""
+    """One line per record: ``row R  id|fingerprint K  PDTP P`` (and ``was`` when known); no feature values.
+
+    A record without a key (no data.id and no MPTOOL_FINGERPRINT_KEY: no fingerprint) is ``row R  PDTP P``.
+    """
     kind = "id" if id_column else "fingerprint"
     lines = []
     for rec in records[:limit]:
-        line = f"row {rec['row']}  {kind} {ui.excerpt(rec['key'])}  PDTP {rec['pdtp']:.4f}"
+        key = rec.get("key")
+        named = "" if key is None or key == "" or key != key else f"  {kind} {ui.excerpt(key)}"  # key != key: NaN
+        line = f"row {rec['row']}{named}  PDTP {rec['pdtp']:.4f}"
         if rec.get("before") is not None:
             line += f" ({before} {rec['before']:.4f})"
         if rec.get("note"):

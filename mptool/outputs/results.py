@@ -239,12 +239,20 @@ def versions() -> dict[str, str]:
 
 
 def manifest(spec_sha256: str, data_sha256: str, seed: int, data_path: str) -> dict[str, Any]:
-    """The run manifest recorded in every JSON result: versions, hashes, seed, command line."""
+    """The run manifest recorded in every JSON result: versions, the spec's hash, seed, command line.
+
+    The data file is named by its path and, under ``MPTOOL_FINGERPRINT_KEY``, by a keyed digest
+    of its SHA-256 (``data_hmac``, :func:`mptool.inputs.fingerprint.keyed_digest`); never by its
+    plain SHA-256, which would let whoever knows all records but one test candidates for the
+    last one (issue 26). Without the key ``data_hmac`` is null.
+    """
+    from mptool.inputs.fingerprint import keyed_digest
+
     return {
         "mptool_version": __version__,
         "versions": versions(),
         "spec_sha256": spec_sha256,
-        "data_sha256": data_sha256,
+        "data_hmac": keyed_digest("data", data_sha256),
         "data": data_path,
         "seed": seed,
         "command": " ".join(["mptool", *sys.argv[1:]]),

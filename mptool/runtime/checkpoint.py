@@ -1,7 +1,8 @@
 """Checkpoints of long runs: finished chunks saved in ``DIR/.checkpoint/`` so ``--resume`` skips them.
 
-A checkpoint belongs to one run *key*: the subcommand, the spec hash, the data hash, the
-mptool version and the run options that change computed values (``--records``,
+A checkpoint belongs to one run *key*: the subcommand, the spec hash, the data hash (written
+into the checkpoint only as its HMAC under the checkpoint key: no unkeyed hash of the data on
+disk, issue 26), the mptool version and the run options that change computed values (``--records``,
 ``--sample``, ``--engine``...; not ``--jobs``, ``--backend`` or ``--threshold``). Each
 finished chunk (the result of one ``run_tasks`` task, or a stage chunk of work items) is
 one file, written atomically (temporary name + rename), so a run killed at any moment
@@ -78,6 +79,7 @@ def _describe_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
         "command": "subcommand",
         "spec_sha256": "spec",
         "data_sha256": "data file",
+        "data_hmac": "data file",
         "mptool_version": "mptool version",
         "options": "run options",
     }
@@ -87,7 +89,7 @@ def _describe_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
                 a, b = old.get(field) or {}, new.get(field) or {}
                 keys = sorted(k for k in {*a, *b} if a.get(k) != b.get(k))
                 return f"run options ({', '.join(f'{k}: {a.get(k)!r} then, {b.get(k)!r} now' for k in keys)})"
-            if field.endswith("sha256"):
+            if field.endswith(("sha256", "hmac")):
                 return f"{label} (sha256 {str(old.get(field))[:12]} then, {str(new.get(field))[:12]} now)"
             return f"{label} ({old.get(field)} then, {new.get(field)} now)"
     return "format"
@@ -105,7 +107,31 @@ def _key_file() -> Path:
     return Path(base) / "mptool" / "checkpoint.key"
 
 
+def check_key_file(path: Path | None = None) -> None:
+    """InputError unless the key file (if it exists) is a regular file of this user that no one else may read or
+    write (mode 0600 or stricter), as ssh demands of a private key: a key others can read lets them sign a
+    checkpoint mptool then loads, one others can write lets them choose the key."""
+    path = path or _key_file()
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InputError(f"{path}: cannot check the checkpoint key file ({exc.strerror}); set {KEY_ENV}") from None
+    fix = f"fix it (chmod 600 {shlex.quote(str(path))}, owned by you), delete it, or set {KEY_ENV}"
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path}: the checkpoint key file is not a regular file (a link, folder or device); {fix}")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise InputError(f"{path}: the checkpoint key file belongs to another user; {fix}")
+    if info.st_mode & 0o077:
+        raise InputError(
+            f"{path}: the checkpoint key file may be read or written by others (mode "
+            f"{stat.S_IMODE(info.st_mode):04o}); {fix}"
+        )
+
+
 def _read_key(path: Path) -> bytes:
+    check_key_file(path)
     key = _read_regular(path, 4096).strip()
     if len(key) < 32:
         raise OSError("the key file is damaged: delete it (checkpoints signed with it are lost)")
@@ -116,8 +142,10 @@ def checkpoint_key() -> bytes:
     """The secret that signs checkpoints: ``$MPTOOL_CHECKPOINT_KEY``, else this user's key file.
 
     The key file is created on first use (random, mode 0600; the first of two racing runs
-    wins). When it cannot be read or stored, the run gets a key of its own, with a warning:
-    its checkpoint can then not be resumed.
+    wins). One that others may read or write, or that another user owns, is refused
+    (InputError, :func:`check_key_file`; checked before any work by :meth:`Checkpoint.open`).
+    When it cannot be read or stored, the run gets a key of its own, with a warning: its
+    checkpoint can then not be resumed.
     """
     text = os.environ.get(KEY_ENV)
     if text:
@@ -127,13 +155,23 @@ def checkpoint_key() -> bytes:
         path = _key_file()
         if not path.exists():
             _create_key(path)
-        return _read_key(path)
-    except (OSError, InputError, RuntimeError) as exc:
-        ui.warn(
-            f"cannot use the checkpoint key {path} ({getattr(exc, 'strerror', None) or exc}); this run's "
-            f"checkpoint cannot be resumed: set {KEY_ENV} to a secret to make it resumable"
-        )
+        check_key_file(path)  # an unsafe key file stops the run (not caught below)
+    except (OSError, RuntimeError) as exc:
+        _warn_no_key(path, exc)
         return secrets.token_hex(32).encode()
+    try:
+        return _read_key(path)
+    except (OSError, RuntimeError) as exc:
+        _warn_no_key(path, exc)
+        return secrets.token_hex(32).encode()
+
+
+def _warn_no_key(path: Path, exc: BaseException) -> None:
+    """The warning of a run whose checkpoint key file cannot be used (its checkpoint cannot be resumed)."""
+    ui.warn(
+        f"cannot use the checkpoint key {path} ({getattr(exc, 'strerror', None) or exc}); this run's "
+        f"checkpoint cannot be resumed: set {KEY_ENV} to a secret to make it resumable"
+    )
 
 
 def _create_key(path: Path) -> None:
@@ -168,6 +206,15 @@ def _read_regular(path: Path, cap: int) -> bytes:
         return fh.read(cap + 1)
 
 
+def public_run_key(secret: bytes, key: Mapping[str, Any]) -> dict[str, Any]:
+    """``key`` with ``data_sha256`` replaced by ``data_hmac``: HMAC-SHA-256 of it under the checkpoint key."""
+    out = dict(key)
+    if "data_sha256" in out:
+        digest = str(out.pop("data_sha256")).encode()
+        out["data_hmac"] = _hmac.new(secret, b"mptool-checkpoint-data\x00" + digest, hashlib.sha256).hexdigest()
+    return out
+
+
 def _meta_mac(secret: bytes, key: Mapping[str, Any]) -> str:
     """HMAC-SHA-256 of meta.json's run key under the checkpoint key."""
     return _hmac.new(secret, b"mptool-checkpoint-meta\x00" + canonical(key), hashlib.sha256).hexdigest()
@@ -178,14 +225,27 @@ class Checkpoint:
 
     def __init__(self, directory: Path, key: dict[str, Any]) -> None:
         self.directory = Path(directory)
-        self.key = key
+        self._run_key = key
+        self._public: dict[str, Any] | None = None
         #: Items taken from the checkpoint by :meth:`load` / :meth:`load_tasks`, per stage or call.
         self.reused: dict[str, int] = {}
-        self._binding = canonical(key)
         self._secret: bytes | None = None
         self._tasks: dict[int, dict[tuple[int, str], Any]] = {}
         self._stages: dict[str, dict[int, dict[str, np.ndarray]]] = {}
         self._items = 0  # work items on disk: verified at open plus saved since
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """The run key as written into the checkpoint: the data file's SHA-256 replaced by ``data_hmac``, its
+        HMAC under the checkpoint key (no unkeyed hash of the data on disk, issue 26). Needs the key: read
+        only when a file is written or verified."""
+        if self._public is None:
+            self._public = public_run_key(self.secret, self._run_key)
+        return self._public
+
+    @property
+    def _binding(self) -> bytes:
+        return canonical(self.key)
 
     @property
     def secret(self) -> bytes:
@@ -204,6 +264,8 @@ class Checkpoint:
         an interrupted run is never silently thrown away or silently continued. A
         ``.checkpoint`` that is a symlink or not a folder is refused either way.
         """
+        if not os.environ.get(KEY_ENV):
+            check_key_file()  # an unsafe key file is refused before any work, not when the first chunk is saved
         ckpt = cls(Path(out_dir) / CHECKPOINT_DIR, key)
         directory = ckpt.directory
         if not _existing_folder(directory):

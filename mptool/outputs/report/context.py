@@ -549,7 +549,7 @@ def manifest_blocks(inputs: ReportInputs) -> list[dict[str, Any]]:
             ("command", str(m.get("command", "—"))),
             ("started", str(m.get("started", "—"))),
             ("data", str(m.get("data", "—"))),
-            ("data SHA-256", str(m.get("data_sha256", "—"))),
+            ("data digest (keyed)", str(m.get("data_hmac") or "— (none without MPTOOL_FINGERPRINT_KEY)")),
             ("spec SHA-256", str(m.get("spec_sha256", "—"))),
             ("seed", fmt(m.get("seed", lookup(s, "seed")), None)),
             ("engine", str(lookup(s, "engine") or "—")),

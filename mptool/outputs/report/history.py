@@ -60,7 +60,7 @@ def load_history(folder: str | Path) -> History:
     subs = sorted(sub for sub in folder.iterdir() if sub.is_dir() and (sub / "pdtp.json").is_file())
     for sub in subs:
         try:
-            runs.append(load_run(sub, "run"))
+            runs.append(load_run(sub, "run", matched=False))
         except InputError as exc:
             why = str(exc).removeprefix(str(sub / "pdtp.json") + ": ")
             notes.append(f"{sub.name}: left out ({ui.excerpt(why, 120)})")
@@ -80,7 +80,10 @@ def _comparable(run: PreviousRun, latest: PreviousRun) -> bool:
     keys = ("label", "id", "features", "bin_size")
     if any(run.identity.get(k) != latest.identity.get(k) for k in keys):
         return False
-    return bool(latest.identity.get("id")) or run.identity.get("fingerprint") == latest.identity.get("fingerprint")
+    if latest.identity.get("id"):
+        return True
+    fingerprint = latest.identity.get("fingerprint") or {}
+    return bool(fingerprint.get("key_id")) and run.identity.get("fingerprint") == fingerprint  # no key: no match
 
 
 def run_rows(history: History) -> pd.DataFrame:
@@ -116,6 +119,8 @@ def changed_most(history: History, top: int) -> tuple[pd.DataFrame, int]:
             first.setdefault(key, float(pdtp))
             seen[key] = seen.get(key, 0) + 1
     t = latest.table.drop_duplicates("key")
+    if not _comparable(latest, latest):  # neither data.id nor MPTOOL_FINGERPRINT_KEY: records cannot be matched
+        t = t.iloc[:0]
     out = pd.DataFrame({
         "row": t["row"].to_numpy(), "fingerprint": t["fingerprint"].astype(str).to_numpy(),
         "first": [first[k] for k in t["key"]], "last": t["pdtp"].to_numpy(dtype=float),
@@ -147,7 +152,10 @@ def build_context(history: History, top: int) -> dict[str, Any]:
         f"{first['violations']} -> {last['violations']} (first -> latest)"
     )
     notes = list(history.notes)
-    if used < len(history.runs):
+    if not used:
+        notes.append("the latest run has neither data.id nor fingerprints (no MPTOOL_FINGERPRINT_KEY): its records "
+                     "cannot be matched with earlier runs; no changed records shown")
+    elif used < len(history.runs):
         notes.append(
             f"{len(history.runs) - used} run(s) have records not comparable with the latest run (other data, spec "
             "or fingerprint key): left out of the changed records, kept in the trend"

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.data import file_sha256, read_csv
+from mptool.inputs.fingerprint import KEY_ENV, keyed_digest
 from mptool.outputs.report.values import number
 from mptool.runtime.errors import InputError
 
@@ -184,9 +185,9 @@ def load_results(results_dir: str | Path, top: int = 20, show_values: bool = Fal
         inputs.pdtp_table = None
     if inputs.attack_doc is not None:
         inputs.attacks = parse_attacks(inputs.attack_doc, inputs.attack_table)
-    hashes = {m.get("data_sha256") for m in _manifests(inputs) if m.get("data_sha256")}
+    hashes = {m.get("data_hmac") for m in _manifests(inputs) if m.get("data_hmac")}
     if len(hashes) > 1:
-        inputs.notes.append("the results in this directory come from different data files (data SHA-256 differ)")
+        inputs.notes.append("the results in this directory come from different data files (keyed data digests differ)")
     if show_values:
         inputs.features = load_features(inputs, top)
     return inputs
@@ -356,9 +357,12 @@ def load_features(inputs: ReportInputs, top: int) -> pd.DataFrame | None:
     except InputError as exc:
         inputs.notes.append(f"data file not readable ({exc}); feature values not shown")
         return None
-    expected = next((m.get("data_sha256") for m in manifests if m.get("data_sha256")), None)
-    if expected and file_sha256(path) != expected:
-        inputs.notes.append(f"{path} changed since the run (SHA-256 differs); its feature values may not match")
+    expected = next((m.get("data_hmac") for m in manifests if m.get("data_hmac")), None)
+    if expected and keyed_digest("data", file_sha256(path)) not in (None, expected):
+        inputs.notes.append(f"{path} changed since the run (keyed digest differs); its feature values may not match")
+    elif expected is None or keyed_digest("data", "x") is None:
+        inputs.notes.append(f"cannot check that {path} is unchanged since the run (no {KEY_ENV}: no data digest "
+                            "is published); its feature values may not match")
     spec = spec_of(inputs)
     data_spec = spec.get("data", {}) if isinstance(spec, dict) else {}
     hide = {data_spec.get("label"), data_spec.get("id"), *(data_spec.get("drop") or [])}
