@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from mptool.cli import ci
 from mptool.cli.app import (
@@ -26,7 +25,6 @@ from mptool.cli.app import (
     ThresholdOpt,
     TrainSizeOpt,
     app,
-    out_console,
     parse_rows,
     resolve_inputs,
 )
@@ -135,6 +133,9 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
     if quiet:
         ui.echo(line, limit=None)
         return
+    from rich.table import Table
+
+    out_console = ui.out_console
     key = "pdtp_raw" if summary.get("gate") == "raw" else "pdtp"
     top = table.sort_values([key, "row"], ascending=[False, True]).head(10)
     t = Table(title="Riskiest records", title_justify="left")

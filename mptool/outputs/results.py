@@ -16,12 +16,10 @@ live here, checked before any work starts (exit 2 otherwise):
 from __future__ import annotations
 
 import os
-import platform
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +192,9 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 
 def versions() -> dict[str, str]:
     """mptool, Python and library versions for the manifest."""
+    import platform
+    from importlib import metadata  # imported here: it costs more than the rest of --help
+
     out = {"mptool": __version__, "python": platform.python_version()}
     for name in TRACKED_PACKAGES:
         try:
