@@ -61,3 +61,89 @@ def test_lazy_commands_give_the_same_help_as_typer() -> None:
     for name in names:
         assert _help(lazy, [name]) == _help(eager, [name]), name
     assert _help(lazy, ["datasets", "make-purchase"]) == _help(eager, ["datasets", "make-purchase"])
+
+
+# --- the columnar CSV writer (mptool.outputs.csvtext) against pandas' renderer, byte for byte ---
+
+import decimal  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from mptool.outputs import csvtext  # noqa: E402
+from mptool.outputs.formats import CSV_FLOAT_FORMAT, to_csv, to_csv_exact  # noqa: E402
+
+
+def old_csv(frame: pd.DataFrame, float_format: str | None) -> str:
+    """The renderer mptool used before issue 28: pandas' to_csv (the reference)."""
+    return frame.to_csv(index=False, float_format=float_format, lineterminator="\n")
+
+
+def awkward_frame() -> pd.DataFrame:
+    """Every kind of value a per-record file holds, and the edge cases of its text."""
+    floats = [0.1, np.nan, -0.0, 0.0, 1e-300, 5e-324, 1e16, 123456789012345.0, np.inf, -np.inf, 2 / 3, -1.5]
+    n = len(floats)
+    texts = ["a,b", 'say "hi"', "two\nlines", "cr\rhere", "", " lead", "trail ", "é ü 中", "x", None, "'q'", "a\tb"]
+    mixed = [np.float64(0.5), 0.1, None, np.nan, True, 1, 1.0, -0.0, decimal.Decimal("NaN"), pd.NA, 'a"b', "c,d"]
+    return pd.DataFrame({
+        "row": np.arange(n, dtype=np.int64) * 7919,
+        "big": np.array([2**63 - 1, -(2**63), 0, -1, 1, 10**18, 5, 6, 7, 8, 9, 10], dtype=np.int64),
+        "ubig": np.array([2**64 - 1] + [3] * (n - 1), dtype=np.uint64),
+        "small": np.arange(n, dtype=np.int8),
+        "label": pd.array(texts, dtype="str"),
+        "pdtp": floats,
+        "f32": np.array(floats, dtype=np.float32),
+        "flag": [True, False] * (n // 2),
+        "vacuous": np.array([False, None, True] * (n // 3), dtype=object),
+        "obj_text": np.array(texts, dtype=object),
+        "mixed": np.array(mixed, dtype=object),
+        'name, "quoted"': np.full(n, 0.25),
+    })
+
+
+@pytest.mark.parametrize("chunk", [csvtext.CHUNK_ROWS, 5])
+@pytest.mark.parametrize("float_format", [CSV_FLOAT_FORMAT, None])
+def test_columnar_csv_is_byte_identical(monkeypatch: pytest.MonkeyPatch, chunk: int, float_format: str | None) -> None:
+    monkeypatch.setattr(csvtext, "CHUNK_ROWS", chunk)  # several pieces: the joins between them are exact too
+    frame = awkward_frame()
+    assert csvtext._column_kinds(frame) is not None  # the columnar path, not the fallback
+    assert csvtext.to_csv_text(frame, float_format) == old_csv(frame, float_format)
+
+
+def test_formats_use_it_with_their_float_format() -> None:
+    frame = awkward_frame()
+    assert to_csv(frame) == old_csv(frame, CSV_FLOAT_FORMAT)
+    assert to_csv_exact(frame) == old_csv(frame, None)
+
+
+@pytest.mark.parametrize("frame", [
+    pd.DataFrame({"only": [1.5, np.nan, -0.0]}),  # one column: csv quotes an empty single field
+    pd.DataFrame({"a": pd.Series([], dtype=float), "b": pd.Series([], dtype=object)}),
+    pd.DataFrame({"t": pd.to_datetime(["2024-01-01", None]), "x": [1, 2]}),
+    pd.DataFrame({"c": pd.Categorical(["a", "b"]), "x": [0.5, 1.0]}),
+    pd.DataFrame({"n": pd.array([1, None], dtype="Int64"), "x": [0.5, 1.0]}),
+    pd.DataFrame({0: [1.0, 2.0], 1: ["a", "b"]}),  # column names that are not text
+], ids=["one-column", "no-rows", "dates", "categorical", "nullable-int", "int-names"])
+def test_other_frames_fall_back_to_pandas(frame: pd.DataFrame) -> None:
+    assert csvtext.to_csv_text(frame, CSV_FLOAT_FORMAT) == old_csv(frame, CSV_FLOAT_FORMAT)
+
+
+_cells = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1),
+                   st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=30), st.data())
+def test_random_columns_are_byte_identical(floats: list[float], data: st.DataObject) -> None:
+    n = len(floats)
+    frame = pd.DataFrame({
+        "f": floats,
+        "i": data.draw(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=n, max_size=n)),
+        "s": pd.array(data.draw(st.lists(st.one_of(st.none(), st.text(max_size=8)), min_size=n, max_size=n)),
+                      dtype="str"),
+        "o": np.array(data.draw(st.lists(_cells, min_size=n, max_size=n)) + [None], dtype=object)[:n],
+    })
+    for float_format in (CSV_FLOAT_FORMAT, None):
+        assert csvtext.to_csv_text(frame, float_format) == old_csv(frame, float_format)

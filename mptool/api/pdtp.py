@@ -33,7 +33,7 @@ from mptool.privacy.release import apply_policy, describe, policy_dict
 from mptool.privacy.sampling import sample_summary
 from mptool.privacy.stability import beyond_pdtp, resolve_queries
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import resolve_jobs
+from mptool.runtime.parallel import choose_workers, resolve_jobs
 
 #: Per-record output columns, in order (``id`` only when the spec names an id column).
 PDTP_COLUMNS = {
@@ -313,6 +313,17 @@ def without_bounds(
     return columns, summary
 
 
+def pdtp_workers(prep: Prepared, options: PdtpOptions, engine: Any, n: int, fit_s: float) -> dict[str, Any]:
+    """The worker count of the run (:func:`mptool.runtime.parallel.choose_workers`): the refit engine's
+    ``n`` refits (and the noise floor's) timed by the fit of A(T); an exact engine keeps ``--jobs``."""
+    if engine.name != "refit":
+        jobs = resolve_jobs(options.jobs)
+        return {"requested": jobs, "workers": jobs, "fits": 0, "fit_s": round(fit_s, 6),
+                "why": f"{engine.name}: no refits to weigh against starting workers"}
+    k, _ = noise_floor_records(prep.template, options.noise_floor, n)
+    return choose_workers(options.jobs, options.backend, n + k, fit_s)
+
+
 def run_pdtp(
     prep: Prepared,
     options: PdtpOptions,
@@ -330,10 +341,12 @@ def run_pdtp(
     key = run_key(prep.population)  # before any fit: an empty MPTOOL_FINGERPRINT_KEY stops the run here
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template)
+    t_fit0 = time.perf_counter()
     full_model = fit_checked(prep.template, T)
     shipped = {k: v for k, v in prep.trained.items() if k != "model"} if prep.trained is not None else None
     t_fit = time.perf_counter()
-    jobs = resolve_jobs(options.jobs)
+    workers = pdtp_workers(prep, options, engine, len(positions), t_fit - t_fit0)
+    jobs = workers["workers"]
     request = loo_request(prep, options, positions, full_model, jobs, checkpoint)
     result = run_engine(engine, request, progress)
     requested = len(positions)
@@ -365,6 +378,7 @@ def run_pdtp(
             "noise_floor": noise,
             **run_facts(prep, full_model, jobs),
             "release": policy_dict(spec.output.release),
+            "workers": workers,
             "timings": {
                 "fit_full_s": round(t_fit - t0, 4),
                 "leave_one_out_s": round(t_loo - t_fit, 4),

@@ -346,6 +346,11 @@ def finish_pdtp(
     print_pdtp_summary(dict(result.summary), result.table, quiet)
     if outcome is not None:
         ci.print_gate(outcome, bool(summary["identity"].get("id")), quiet)
+    workers = result.summary.get("workers") or {}
+    if workers.get("fits"):  # the refit engine: how many workers ran the refits and why
+        from mptool.runtime.parallel import workers_line
+
+        ui.info(workers_line(workers, "the refits"), quiet)
     ui.info(f"results: {out_dir / 'pdtp.csv'}, {out_dir / 'pdtp.json'}", quiet)
     verdict = outcome.verdict if outcome is not None else result.verdict
     return EXIT_FINDING if verdict == "fail" else EXIT_OK
