@@ -147,3 +147,69 @@ def test_random_columns_are_byte_identical(floats: list[float], data: st.DataObj
     })
     for float_format in (CSV_FLOAT_FORMAT, None):
         assert csvtext.to_csv_text(frame, float_format) == old_csv(frame, float_format)
+
+
+# --- every phase in pdtp.json's timings; workers only when they pay (mptool.runtime.parallel) ---
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from conftest import mixed_frame, write_spec  # noqa: E402
+
+from mptool.inputs.models import _category_codes  # noqa: E402
+from mptool.runtime import parallel  # noqa: E402
+
+
+def test_pdtp_json_times_every_phase(cli, tmp_path: Path) -> None:
+    data = tmp_path / "d.csv"
+    mixed_frame(40).to_csv(data, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "categorical_nb", model={"bins": {"x1": [0.0], "x2": [2.0]}})
+    res = cli("pdtp", data, "--model", spec, "--out", tmp_path / "out", "-q", "--jobs", "1")
+    assert res.code in (0, 1), res.stderr
+    summary = json.loads((tmp_path / "out" / "pdtp.json").read_text())["summary"]
+    phases = {"read_prepare_s", "fit_full_s", "fingerprint_key_s", "leave_one_out_s", "table_s", "noise_floor_s",
+              "fingerprints_s", "write_csv_s", "total_s"}
+    assert phases <= set(summary["timings"]), summary["timings"]
+    assert all(v >= 0 for v in summary["timings"].values())
+    assert summary["workers"]["workers"] == 1 and summary["workers"]["fits"] == 0  # exact engine: --jobs as given
+
+
+@pytest.fixture
+def two_idle_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+
+
+def test_short_refits_run_in_this_process(two_idle_cores: None) -> None:
+    # 16 refits of 0.05 s: 0.8 s alone, against 3 s to start two workers
+    choice = parallel.choose_workers(None, "loky", 16, 0.05)
+    assert (choice["requested"], choice["workers"]) == (2, 1)
+    assert "in this process" in parallel.workers_line(choice, "the refits")
+
+
+def test_long_refits_use_every_worker(two_idle_cores: None) -> None:
+    assert parallel.choose_workers(None, "loky", 300, 0.5)["workers"] == 2  # 150 s alone, 78 s on two
+
+
+def test_given_jobs_and_other_backends_are_kept(two_idle_cores: None) -> None:
+    assert parallel.choose_workers(2, "loky", 16, 0.05)["workers"] == 2  # --jobs N is taken as given
+    assert parallel.choose_workers(None, "threading", 16, 0.05)["workers"] == 2
+
+
+def test_a_loaded_machine_needs_longer_work_for_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (8.0, 8.0, 8.0))  # 4 per core: no speed-up
+    assert parallel.choose_workers(None, "loky", 300, 0.5)["workers"] == 1
+
+
+@pytest.mark.parametrize("col", [
+    pd.Series(["b", "a", None, "c", "a"], dtype="str"),
+    pd.Series(["b", "a", None, np.nan, "c"], dtype=object),
+    pd.Series([1, 2, 3, 1], dtype=np.int64),
+    pd.Series([True, False, True]),
+    pd.Series([1, 1.0, True, "1"], dtype=object),  # pandas' own equality decides, as before
+])
+def test_category_codes_match_pandas(col: pd.Series) -> None:
+    categories = ["a", "b", "c", 1, 2, "1", 0, 3]
+    want = pd.Categorical(col, categories=categories).codes.astype(np.int64)
+    assert np.array_equal(_category_codes(col, categories), want)

@@ -339,6 +339,7 @@ def run_pdtp(
     spec, T = prep.spec, prep.train
     positions = select_positions(prep, options.records, options.sample)
     key = run_key(prep.population)  # before any fit: an empty MPTOOL_FINGERPRINT_KEY stops the run here
+    t_key = time.perf_counter()
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template)
     t_fit0 = time.perf_counter()
@@ -356,6 +357,7 @@ def run_pdtp(
     t_loo = time.perf_counter()
 
     bin_size = spec.output.bin_size
+    t_table = time.perf_counter()
     table = record_table(prep, positions, result.p_full, result.p_loo, options)
     gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
     beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
@@ -364,11 +366,14 @@ def run_pdtp(
     for name, column in beyond.items():
         table[name] = column
     t_noise = time.perf_counter()
+    t_table = t_noise - t_table
     noise, above = _noise_floor(prep, options, request, gated, progress, stopped is not None)
     t_noise = time.perf_counter() - t_noise
     if above is not None:
         table["above_noise_floor"] = above
+    t_prints = time.perf_counter()
     table["fingerprint"] = fingerprints(T.take(positions), key)
+    t_prints = time.perf_counter() - t_prints
 
     summary: dict[str, Any] = summarize(table["pdtp"], options.threshold, table["pdtp_raw"], options.gate)
     summary.update(
@@ -383,6 +388,10 @@ def run_pdtp(
                 "fit_full_s": round(t_fit - t0, 4),
                 "leave_one_out_s": round(t_loo - t_fit, 4),
                 "noise_floor_s": round(t_noise, 4),
+                # inside fit_full_s: the fingerprint key (mptool.inputs.fingerprint.run_key)
+                "fingerprint_key_s": round(t_key - t0, 4),
+                "table_s": round(t_table, 4),  # the per-record columns and the DTP bounds
+                "fingerprints_s": round(t_prints, 4),
                 "total_s": round(time.perf_counter() - t0, 4),
             },
             "manifest": manifest(spec.sha256(), T.sha256, spec.seed, T.source),
