@@ -14,7 +14,10 @@ of each writes the bytecode caches (``PYTHONDONTWRITEBYTECODE`` is dropped from 
 environment: an installed package has its caches). The minimum over the repeats is the figure
 least disturbed by other load on a shared machine; the median is printed too, with the load.
 
-Usage: python benchmarks/bench_startup.py [--repeat N]   (default 5; --repeat 2 for a quick look)
+``--base DIR`` also times ``--help`` and the demo with the mptool source tree in DIR (e.g. an
+export of an older revision: ``git archive fad0552 | tar -x -C /tmp/base``), in the same run.
+
+Usage: python benchmarks/bench_startup.py [--repeat N] [--base DIR]   (default 5; --repeat 2 for a quick look)
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ def line(name: str, cpu: list[float], wall: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--base", default=None, help="an older mptool source tree to time beside this one")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     py = sys.executable
@@ -69,6 +73,10 @@ def main() -> None:
         "mptool pdtp (1,000-record NB demo)": [py, "-m", "mptool", "pdtp", "--out", out, "--force", "-q", "-j", "1"],
     }
     res = {name: measure(cmd, args.repeat, env) for name, cmd in runs.items()}
+    if args.base:
+        old = {**env, "PYTHONPATH": args.base}
+        res["mptool --help (--base)"] = measure(runs["mptool --help"], args.repeat, old)
+        res["mptool pdtp (--base)"] = measure(runs["mptool pdtp (1,000-record NB demo)"], args.repeat, old)
     load1 = os.getloadavg()[0]
     print(f"bench_startup: {args.repeat} runs each after a warm-up; load {load0:.2f} before, {load1:.2f} after "
           f"({os.cpu_count()} CPUs)")
@@ -83,6 +91,10 @@ def main() -> None:
     print(f"pdtp NB demo: {nb:.3f} CPU s = sklearn import {sk:.3f} s + {nb - sk:.3f} s "
           f"({(nb - sk) / NB_GOAL_EXTRA_CPU_S:.2f}x the {NB_GOAL_EXTRA_CPU_S} s goal beyond the import; "
           f"ratio to the import {nb / sk:.2f})")
+    if args.base:
+        old_help, old_nb = min(res["mptool --help (--base)"][0]), min(res["mptool pdtp (--base)"][0])
+        print(f"against --base: --help {old_help:.3f} -> {help_cpu:.3f} CPU s ({old_help / help_cpu:.1f}x); "
+              f"pdtp demo {old_nb:.3f} -> {nb:.3f} CPU s ({old_nb / nb:.2f}x)")
 
 
 if __name__ == "__main__":
