@@ -95,9 +95,10 @@ def whole_cli() -> None:
         spec.write_text(json.dumps(SPEC))  # JSON is YAML
         out = Path(tmp) / "out"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])  # this tree (cwd below holds no mptool)
         cmd = [sys.executable, "-m", "mptool", "pdtp", str(DATA), "--model", str(spec), "--out", str(out), "-q"]
         t0 = time.perf_counter()
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, cwd=tmp)
         wall = time.perf_counter() - t0
         r = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode not in (0, 1):

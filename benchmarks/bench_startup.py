@@ -30,19 +30,26 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 HELP_GOAL_CPU_S = 0.15
 NB_GOAL_EXTRA_CPU_S = 1.2
 
 
-def measure(cmd: list[str], repeat: int, env: dict[str, str]) -> tuple[list[float], list[float]]:
-    """CPU (user + system) and wall seconds of ``repeat`` runs of ``cmd`` after one warm-up run."""
-    subprocess.run(cmd, env=env, capture_output=True, check=False)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def measure(cmd: list[str], repeat: int, env: dict[str, str], cwd: str) -> tuple[list[float], list[float]]:
+    """CPU (user + system) and wall seconds of ``repeat`` runs of ``cmd`` after one warm-up run.
+
+    ``cwd`` is a folder without mptool in it: ``python -m`` puts the working folder first on the
+    path, so the tree measured is the one ``PYTHONPATH`` names."""
+    subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
     cpu, wall = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        done = subprocess.run(cmd, env=env, capture_output=True, check=False)
+        done = subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
         wall.append(time.perf_counter() - t0)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
@@ -62,6 +69,7 @@ def main() -> None:
     parser.add_argument("--base", default=None, help="an older mptool source tree to time beside this one")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(ROOT)
     py = sys.executable
     load0 = os.getloadavg()[0]
     out = tempfile.mkdtemp(prefix="bench-startup-")
@@ -72,11 +80,11 @@ def main() -> None:
         "python -c 'import sklearn.naive_bayes'": [py, "-c", "import sklearn.naive_bayes"],
         "mptool pdtp (1,000-record NB demo)": [py, "-m", "mptool", "pdtp", "--out", out, "--force", "-q", "-j", "1"],
     }
-    res = {name: measure(cmd, args.repeat, env) for name, cmd in runs.items()}
+    res = {name: measure(cmd, args.repeat, env, out) for name, cmd in runs.items()}
     if args.base:
-        old = {**env, "PYTHONPATH": args.base}
-        res["mptool --help (--base)"] = measure(runs["mptool --help"], args.repeat, old)
-        res["mptool pdtp (--base)"] = measure(runs["mptool pdtp (1,000-record NB demo)"], args.repeat, old)
+        old = {**env, "PYTHONPATH": str(Path(args.base).resolve())}
+        res["mptool --help (--base)"] = measure(runs["mptool --help"], args.repeat, old, out)
+        res["mptool pdtp (--base)"] = measure(runs["mptool pdtp (1,000-record NB demo)"], args.repeat, old, out)
     load1 = os.getloadavg()[0]
     print(f"bench_startup: {args.repeat} runs each after a warm-up; load {load0:.2f} before, {load1:.2f} after "
           f"({os.cpu_count()} CPUs)")
