@@ -34,6 +34,7 @@ EXIT_CODES_HELP = (
     "130 = interrupted (Ctrl-C); 143 = terminated (SIGTERM); rerun with --resume --out DIR to continue."
 )
 
+
 class _LazyCommands(Mapping[str, Any]):
     """The root group's subcommands by name; each click command is built on first look-up.
 
