@@ -28,13 +28,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mptool.inputs import options
 from mptool.inputs.baseline import PreviousRun, Waiver, key_text
 from mptool.outputs.formats import CSV_FLOAT_FORMAT
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 
 #: Default ``--baseline-tolerance``: PDTP rise (nats) within which a violation is "unchanged".
-DEFAULT_TOLERANCE = 0.05
+DEFAULT_TOLERANCE = options.DEFAULT_TOLERANCE
 #: Statuses of the ``baseline_status`` column.
 STATUSES = ("new", "worse", "unchanged", "fixed")
 #: Most records named per list in the terminal and in pdtp.json's baseline block lists.

@@ -51,7 +51,7 @@ from mptool.privacy.calibration import bin_probabilities
 from mptool.privacy.dtp import pdtp_of, summarize
 from mptool.privacy.release import apply_policy, describe, is_invertible, measured
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import resolve_jobs
+from mptool.runtime.parallel import choose_workers, resolve_jobs, workers_line
 
 DEFENCES = ("release", "regularise", "removal", "dp")
 #: Release policies swept by default (Shokri et al. Table III's settings; top_k only below the class count).
@@ -244,6 +244,7 @@ class Trained:
     model: Any
     engine: str
     fits: int
+    workers: dict[str, Any] | None = None  # the refit engine's worker choice (runtime.parallel.choose_workers)
 
 
 def fit_count(prep: Prepared, n_audited: int) -> int:
@@ -257,16 +258,20 @@ def train_and_loo(
 ) -> Trained:
     """A(T) and the leave-one-out outputs of the audited records, with the fastest exact engine (refit if none)."""
     engine = select_engine("auto", prep.spec, prep.template)
+    t0 = time.perf_counter()
     full = fit_checked(prep.template, prep.train)
-    request = LooRequest(prep.spec, prep.template, prep.train, full, prep.classes, positions,
-                         resolve_jobs(options.jobs), options.backend)
+    workers = None
+    if isinstance(engine, RefitEngine):  # refits: workers only when they pay (an exact engine keeps --jobs)
+        workers = choose_workers(options.jobs, options.backend, len(positions), time.perf_counter() - t0)
+    jobs = workers["workers"] if workers is not None else resolve_jobs(options.jobs)
+    request = LooRequest(prep.spec, prep.template, prep.train, full, prep.classes, positions, jobs, options.backend)
     with progress(len(positions), f"{label}: leave-one-out ({engine.name})") as advance:
         try:
             result = engine.run(request, advance)
         except ValueError as exc:
             first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
             raise InputError(f"mitigate: {label}: leave-one-out failed: {first}") from None
-    return Trained(result.p_full, result.p_loo, full, result.engine, fit_count(prep, len(positions)))
+    return Trained(result.p_full, result.p_loo, full, result.engine, fit_count(prep, len(positions)), workers)
 
 
 def score(
@@ -503,6 +508,9 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
     on_line(line)
     t = time.perf_counter()
     base = train_and_loo(prep, positions, options, progress, "baseline")
+    chosen = {"baseline": base.workers}
+    if base.workers is not None:
+        on_line(workers_line(base.workers, "the baseline's refits"))
     rows = [score(Setting("baseline", "baseline", "none (the spec as given)", prep.spec), base, prep, holdout,
                   options.target, time.perf_counter() - t, options.gate)]
     for i, s in enumerate(settings, 1):
@@ -511,6 +519,9 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
         trained = base if s.family == "release" else None
         if trained is None:
             trained = train_and_loo(respecified(prep, s.spec), positions, options, progress, s.name)
+            chosen[s.name] = trained.workers
+            if trained.workers is not None:
+                on_line(workers_line(trained.workers, f"{s.name}'s refits"))
         if s.family == "release":
             trained = replace(trained, fits=0)
         rows.append(score(s, trained, prep, holdout, options.target, time.perf_counter() - t, options.gate))
@@ -533,6 +544,7 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
     if confirmed is not None and summary["recommended"] is not None:
         summary["recommended"].update(confirmed)
     summary.update({"notes": notes, "timings": {"total_s": round(time.perf_counter() - t0, 3)}})
+    summary["workers"] = {name: w for name, w in chosen.items() if w is not None}  # settings refitted per record
     return MitigateOutcome(table, summary, recommended, notes)
 
 

@@ -33,7 +33,7 @@ from mptool.privacy.release import describe, gate_policy, measured, release_summ
 from mptool.privacy.sampling import sample_summary
 from mptool.privacy.stability import beyond_pdtp, resolve_queries
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import resolve_jobs
+from mptool.runtime.parallel import choose_workers, resolve_jobs
 
 #: Per-record output columns, in order (``id`` only when the spec names an id column).
 PDTP_COLUMNS = {
@@ -315,6 +315,17 @@ def without_bounds(
     return columns, summary
 
 
+def pdtp_workers(prep: Prepared, options: PdtpOptions, engine: Any, n: int, fit_s: float) -> dict[str, Any]:
+    """The worker count of the run (:func:`mptool.runtime.parallel.choose_workers`): the refit engine's
+    ``n`` refits (and the noise floor's) timed by the fit of A(T); an exact engine keeps ``--jobs``."""
+    if engine.name != "refit":
+        jobs = resolve_jobs(options.jobs)
+        return {"requested": jobs, "workers": jobs, "fits": 0, "fit_s": round(fit_s, 6),
+                "why": f"{engine.name}: no refits to weigh against starting workers"}
+    k, _ = noise_floor_records(prep.template, options.noise_floor, n)
+    return choose_workers(options.jobs, options.backend, n + k, fit_s)
+
+
 def run_pdtp(
     prep: Prepared,
     options: PdtpOptions,
@@ -330,12 +341,15 @@ def run_pdtp(
     spec, T = prep.spec, prep.train
     positions = select_positions(prep, options.records, options.sample)
     key = run_key()  # before any fit: an empty MPTOOL_FINGERPRINT_KEY stops the run here; unset: no fingerprints
+    t_key = time.perf_counter()
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template)
+    t_fit0 = time.perf_counter()
     full_model = fit_checked(prep.template, T)
     shipped = {k: v for k, v in prep.trained.items() if k != "model"} if prep.trained is not None else None
     t_fit = time.perf_counter()
-    jobs = resolve_jobs(options.jobs)
+    workers = pdtp_workers(prep, options, engine, len(positions), t_fit - t_fit0)
+    jobs = workers["workers"]
     request = loo_request(prep, options, positions, full_model, jobs, checkpoint)
     result = run_engine(engine, request, progress)
     requested = len(positions)
@@ -345,6 +359,7 @@ def run_pdtp(
     t_loo = time.perf_counter()
 
     bin_size = spec.output.bin_size
+    t_table = time.perf_counter()
     table = record_table(prep, positions, result.p_full, result.p_loo, options)
     gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
     beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
@@ -353,11 +368,14 @@ def run_pdtp(
     for name, column in beyond.items():
         table[name] = column
     t_noise = time.perf_counter()
+    t_table = t_noise - t_table
     noise, above = _noise_floor(prep, options, request, gated, progress, stopped is not None)
     t_noise = time.perf_counter() - t_noise
     if above is not None:
         table["above_noise_floor"] = above
+    t_prints = time.perf_counter()
     table["fingerprint"] = fingerprints(T.take(positions), key)
+    t_prints = time.perf_counter() - t_prints
 
     summary: dict[str, Any] = summarize(table["pdtp"], options.threshold, table["pdtp_raw"], options.gate)
     summary.update(
@@ -367,10 +385,15 @@ def run_pdtp(
             "noise_floor": noise,
             **run_facts(prep, full_model, jobs),
             **release_summary(spec.output.release, len(prep.classes)),
+            "workers": workers,
             "timings": {
                 "fit_full_s": round(t_fit - t0, 4),
                 "leave_one_out_s": round(t_loo - t_fit, 4),
                 "noise_floor_s": round(t_noise, 4),
+                # inside fit_full_s: the fingerprint key (mptool.inputs.fingerprint.run_key)
+                "fingerprint_key_s": round(t_key - t0, 4),
+                "table_s": round(t_table, 4),  # the per-record columns and the DTP bounds
+                "fingerprints_s": round(t_prints, 4),
                 "total_s": round(time.perf_counter() - t0, 4),
             },
             "manifest": manifest(spec.sha256(), T.sha256, spec.seed, T.source),

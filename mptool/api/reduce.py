@@ -42,7 +42,7 @@ from mptool.privacy.dtp import pdtp_of
 from mptool.privacy.release import measured, release_summary
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import resolve_jobs
+from mptool.runtime.parallel import choose_workers, resolve_jobs
 
 #: Columns of DIR/reduce.csv, in order, with their meaning.
 REDUCE_COLUMNS = {
@@ -403,6 +403,18 @@ def _trace_json(trace: Trace, table: pd.DataFrame, prep: Prepared) -> list[dict[
     return out
 
 
+def reduce_workers(prep: Prepared, options: ReduceOptions, engine: Engine) -> dict[str, Any]:
+    """The worker count (:func:`mptool.runtime.parallel.choose_workers`): with the refit engine, T's
+    refits of the first PDTP evaluation, timed by one fit of A(T); an exact engine keeps ``--jobs``."""
+    if engine.name != "refit":
+        jobs = resolve_jobs(options.jobs)
+        return {"requested": jobs, "workers": jobs, "fits": 0, "fit_s": 0.0,
+                "why": f"{engine.name}: no refits to weigh against starting workers"}
+    t0 = time.perf_counter()
+    fit_checked(prep.template, prep.train)
+    return choose_workers(options.jobs, options.backend, prep.train.n, time.perf_counter() - t0)
+
+
 def run_reduce(prep: Prepared, options: ReduceOptions, progress: Progress) -> ReduceOutcome:
     """Run the chosen strategy on T and summarise: best prefix, whether DTP-1 was reached, timings."""
     if options.threshold < 0:
@@ -412,8 +424,9 @@ def run_reduce(prep: Prepared, options: ReduceOptions, progress: Progress) -> Re
     t0 = time.perf_counter()
     T = prep.train
     y_idx = pd.Categorical(pd.Series(T.y, dtype=object), categories=list(prep.classes)).codes.astype(np.int64)
-    jobs = resolve_jobs(options.jobs)
     engine = select_engine(options.engine, prep.spec, prep.template)
+    workers = reduce_workers(prep, options, engine)
+    jobs = workers["workers"]
     evaluate = make_evaluator(prep, engine, jobs, options.backend, options.incremental)
     with progress(T.n, f"PDTP of T ({evaluate.engine_name})") as advance_initial:
         initial = evaluate(np.arange(T.n, dtype=np.int64), advance_initial)
@@ -444,6 +457,7 @@ def run_reduce(prep: Prepared, options: ReduceOptions, progress: Progress) -> Re
         "total_s": round(time.perf_counter() - t0, 4),
     }
     summary, keep = reduce_summary(prep, options, trace, initial, evaluate, jobs, timings)
+    summary["workers"] = workers
     if comparison is not None:
         summary["greedy_comparison"] = comparison
     summary["trace"] = _trace_json(trace, table, prep)

@@ -34,6 +34,7 @@ import numpy as np
 
 from mptool.attacks import DEFAULT_CANDIDATES
 from mptool.inputs.models import fit, proba_in
+from mptool.runtime import parallel
 from mptool.runtime.errors import InputError
 
 #: The counts --budget lowers, in this order ("shadow models" is one of the three, by mode).
@@ -44,9 +45,8 @@ BUDGET_ORDER = ("pdtp_iterations", "shadow_pool", "pairs", "shadows", "iteration
 MINIMUM = {"pdtp_iterations": 1, "shadow_pool": 16, "pairs": 2, "shadows": 8, "iterations": 2, "targets": 50}
 #: Rows of the untargeted attack classifier's timing sample.
 CLASSIFIER_SAMPLE = 2000
-#: Seconds to start the --jobs worker processes (each imports scikit-learn and mptool), measured on
-#: the 2-core test machine when idle; scaled by the load average per core when that is above 1.
-WORKER_START_S = 3.0
+#: Seconds to start the --jobs worker processes (one value for every command: mptool.runtime.parallel).
+WORKER_START_S = parallel.WORKER_START_S
 
 
 def resolve_candidates(candidates: int | None, train_size: int | None, population_n: int) -> tuple[int, str]:

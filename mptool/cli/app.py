@@ -3,15 +3,26 @@
 Each subcommand lives in its own module (``cli/pdtp.py``, ``cli/attack.py``, ...): parse and
 check flags, call :mod:`mptool.api.operations`, write the results, print, return the exit
 code. :mod:`mptool.cli.main` maps exceptions to exit codes.
+
+Start-up stays light (issue 28): the command modules import only typer and mptool's light
+modules at the top (pandas, scikit-learn, scipy inside the command bodies), and
+:func:`click_group` builds a subcommand's click command, whose options typer reads from the
+function's signature, only when that subcommand runs or prints its own help.
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
 import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.core
+import typer.main
+from typer.models import CommandInfo
 
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
@@ -24,6 +35,72 @@ EXIT_CODES_HELP = (
     "rerun with --resume --out DIR to continue."
 )
 
+
+class _LazyCommands(Mapping[str, Any]):
+    """The root group's subcommands by name; each click command is built on first look-up.
+
+    ``stubs`` answers with a command that holds only the help text (the root ``--help``
+    listing needs no more); the group sets it while it lists the commands.
+    """
+
+    def __init__(self, infos: list[CommandInfo], built: Mapping[str, Any]) -> None:
+        self.infos = {info.name or typer.main.get_command_name(info.callback.__name__): info for info in infos}
+        self.built: dict[str, Any] = {}
+        self.groups = dict(built)  # sub-groups (datasets), built by typer already
+        self.stubs = False
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.groups:
+            return self.groups[name]
+        info = self.infos[name]
+        if self.stubs:  # the same help text and flags typer gives the command (get_command_from_info)
+            doc = inspect.getdoc(info.callback) if info.help is None else inspect.cleandoc(info.help)
+            return typer.core.TyperCommand(name=name, help=doc, short_help=info.short_help, hidden=info.hidden,
+                                           deprecated=info.deprecated, rich_markup_mode=app.rich_markup_mode)
+        if name not in self.built:
+            self.built[name] = typer.main.get_command_from_info(
+                info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
+            )
+        return self.built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self.infos, *self.groups])
+
+    def __len__(self) -> int:
+        return len(self.infos) + len(self.groups)
+
+
+class _LazyGroup(typer.core.TyperGroup):
+    """The root group over :class:`_LazyCommands`: listing the commands builds none of them."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        commands = self.commands
+        if not isinstance(commands, _LazyCommands):  # built by typer itself (typer.main.get_command(app))
+            return super().format_commands(ctx, formatter)
+        commands.stubs = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            commands.stubs = False
+
+
+def click_group() -> typer.core.TyperGroup:
+    """The root click group of :data:`app`, whose subcommands are built when first looked up.
+
+    typer builds every command's options from its signature up front (a fifth of ``mptool
+    --help``); here only the root callback and sub-groups are built at once.
+    """
+    shell = copy.copy(app)
+    shell.registered_commands = []
+    group = typer.main.get_command(shell)
+    assert isinstance(group, _LazyGroup)
+    group.commands = _LazyCommands(app.registered_commands, group.commands)  # type: ignore[assignment]
+    return group
+
+
 app = typer.Typer(
     name="mptool",
     help="Membership-privacy audit for machine-learning classifiers (PDTP/DTP, Long et al.).",
@@ -31,9 +108,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    cls=_LazyGroup,
 )
 state = {"debug": False}
-out_console = ui.out_console  # markup off: data like '[red]' is printed as written
 
 # Options every audit subcommand shares (pdtp, attack, reduce-dtp): declared once.
 DataArg = Annotated[

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mptool.cli.app import app, out_console, parse_rows
+from mptool.cli.app import app, parse_rows
 from mptool.inputs import options as flags
 from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_OK
@@ -32,7 +32,7 @@ def print_plan(plan, jobs: int) -> None:
 
     p = plan.prep
     T, spec = p.train, p.spec
-    echo = out_console.print
+    echo = ui.out_console.print  # markup off: data like '[red]' is printed as written
     read = spec.data.read
     how = "" if plan.fmt != "CSV" else (
         f" (separator {read.separator!r}, header {yaml_value(read.header if read.header is not None else True)}, "

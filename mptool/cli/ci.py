@@ -10,18 +10,21 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
 import typer
 
-from mptool.api.baseline import DEFAULT_TOLERANCE, GateOutcome, check_unique_ids
-from mptool.inputs.baseline import PreviousRun, Waiver
-from mptool.outputs.formats import JunitSuite, OutputFile
-from mptool.outputs.junit import GateCase, record_lines
-from mptool.outputs.report.verify import gate_label
+from mptool.inputs.options import DEFAULT_TOLERANCE
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
+
+if TYPE_CHECKING:  # the gate's modules load pandas: imported where used, so --help stays light
+    import pandas as pd
+
+    from mptool.api.baseline import GateOutcome
+    from mptool.inputs.baseline import PreviousRun, Waiver
+    from mptool.outputs.formats import OutputFile
+    from mptool.outputs.junit import GateCase
 
 FormatOpt = Annotated[
     str,
@@ -41,7 +44,7 @@ WaiversOpt = Annotated[
     typer.Option(help="YAML waiver file: waivers: [{record: ID-or-FINGERPRINT, reason, who, expires: YYYY-MM-DD}]; "
                  "a waived record does not fail the gate until its expiry date (MPTOOL_TODAY fixes today)."),
 ]
-__all__ = ["FormatOpt", "BaselineOpt", "ToleranceOpt", "WaiversOpt", "DEFAULT_TOLERANCE", "check_unique_ids"]
+__all__ = ["FormatOpt", "BaselineOpt", "ToleranceOpt", "WaiversOpt", "DEFAULT_TOLERANCE"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ def check_before_work(prep: Any, gi: GateInputs, engine: str = "auto") -> None:
     from mptool.inputs.fingerprint import KEY_ENV, identity, run_key
 
     if gi.active and prep.train.ids is not None:
+        from mptool.api.baseline import check_unique_ids
+
         check_unique_ids(prep.train.rows, prep.train.ids, str(prep.spec.data.id))
     if gi.active and prep.train.ids is None and run_key() is None:
         flag = "--baseline" if gi.baseline is not None else "--waivers"
@@ -102,6 +107,7 @@ def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, g
     if not gi.active:
         return None
     from mptool.api.baseline import gate
+    from mptool.outputs.report.verify import gate_label
 
     outcome = gate(table, summary["identity"], threshold, baseline=gi.baseline, tolerance=gi.tolerance,
                    waivers=gi.waivers, today=gi.today)
@@ -132,6 +138,8 @@ def gate_line(outcome: GateOutcome) -> str:
         return f"gate FAILED: {c['counted']} record(s) {what} and not waived ({parts})"
     excused = c["violations"] - c["counted"]
     if excused:  # a pass that rests on excused violations says so first (issue 26)
+        from mptool.outputs.report.verify import gate_label
+
         label = gate_label({"verdict": "fail", "baseline": outcome.block})
         return (f"gate passed ({label}): {excused} record(s) above the threshold excused; no record {what} "
                 f"that is not waived ({parts})")
@@ -171,6 +179,8 @@ def print_gate(outcome: GateOutcome, id_column: bool, quiet: bool) -> None:
     for line in outcome.warnings:
         ui.warn(line)
     if not quiet:
+        from mptool.outputs.junit import record_lines
+
         if "path" in outcome.block:
             ui.echo(f"baseline {outcome.block['path']} (matched by {outcome.block['matched_by']}, "
                     f"tolerance {outcome.block['tolerance']:g})")
@@ -186,11 +196,15 @@ def print_gate(outcome: GateOutcome, id_column: bool, quiet: bool) -> None:
 
 def junit_file(suite: str, cases: list[GateCase], seconds: float, stdout: str = "") -> OutputFile:
     """DIR/junit.xml holding ``cases``, written with the run's other files (:mod:`mptool.outputs.formats`)."""
+    from mptool.outputs.formats import JunitSuite, OutputFile
+
     return OutputFile("junit.xml", "junit", JunitSuite(suite, tuple(cases), float(seconds), stdout))
 
 
 def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcome | None) -> list[GateCase]:
     """pdtp's one gate: DTP-1 (max PDTP <= threshold), after baseline and waivers when given."""
+    from mptool.outputs.junit import GateCase, record_lines
+
     id_column = bool(summary["identity"].get("id"))
     keys = table["id"] if id_column else table["fingerprint"]
     col = "pdtp_raw" if summary.get("gate") == "raw" else "pdtp"  # the --gate scale (issue 18)
@@ -212,6 +226,8 @@ def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcom
 
 def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
     """attack's gates: --max-accuracy and --max-auc; a gate not given is skipped, one the run cannot decide fails."""
+    from mptool.outputs.junit import GateCase
+
     g = summary.get("gate") or {}
     exceeded = [str(e) for e in g.get("exceeded") or []]
     undecided = [str(e) for e in g.get("undecided") or []]
@@ -235,6 +251,10 @@ def attack_cases(summary: dict[str, Any]) -> list[GateCase]:
 
 def reduce_cases(summary: dict[str, Any], table: pd.DataFrame) -> list[GateCase]:
     """reduce-dtp's gate: DTP-1 reached within --max-removals; the removals listed (row, id, PDTP before)."""
+    import pandas as pd
+
+    from mptool.outputs.junit import GateCase
+
     name = f"DTP-1 reached within {summary['max_removals']} removal(s) (threshold {summary['threshold']:g})"
     failed = not summary["reached"]
     message = (

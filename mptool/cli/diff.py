@@ -9,7 +9,6 @@ import typer
 
 from mptool.cli.app import QuietOpt, app
 from mptool.inputs import options as flags
-from mptool.outputs.junit import record_lines
 from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK
 
@@ -58,6 +57,8 @@ def diff(
     outcome = diff_runs(a, b, limit, tolerance)
     id_column = bool(b.identity.get("id"))
     if not quiet and top:
+        from mptool.outputs.junit import record_lines
+
         c = outcome.summary["counts"]
         for kind, title in (("new", "new violations"), ("worse", "worse"), ("fixed", "fixed"),
                             ("changed", f"changed by more than {tolerance:g}")):

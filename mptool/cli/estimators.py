@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mptool.cli.app import app, out_console
+from mptool.cli.app import app
+from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_OK
 
 
@@ -18,6 +19,7 @@ def estimators() -> int:
     from mptool.api.catalog import ALLOW_IMPORT_TEXT, catalogue
 
     rows = catalogue()
+    out_console = ui.out_console
     w_name = max(len(r.name) for r in rows)
     w_engine = max(len(r.engine) for r in rows)
     out_console.print(f"{'name':<{w_name}}  {'engine (auto)':<{w_engine}}  DTP upper bound", soft_wrap=True)

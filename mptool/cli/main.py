@@ -25,7 +25,7 @@ from mptool.cli import (  # noqa: F401 - registers the subcommands
     reduce,
     report,
 )
-from mptool.cli.app import app, state
+from mptool.cli.app import click_group, state
 from mptool.outputs.results import release_out_dirs
 from mptool.runtime import signals, ui
 from mptool.runtime.errors import (
@@ -79,7 +79,7 @@ def _late_signal(code: int | None) -> int:
 def _run(argv: list[str] | None) -> int | None:
     """Run the app; the exit code it maps to (errors print one line). An interrupt (``signals.Interrupted``) passes."""
     try:
-        code = app(args=argv, prog_name="mptool", standalone_mode=False)
+        code = click_group()(args=argv, prog_name="mptool", standalone_mode=False)
     except typer.Exit as exc:
         code = exc.exit_code
     except typer.TyperException as exc:  # usage errors from argument parsing

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from mptool.cli import ci
 from mptool.cli.app import (
@@ -26,7 +26,6 @@ from mptool.cli.app import (
     ThresholdOpt,
     TrainSizeOpt,
     app,
-    out_console,
     parse_rows,
     resolve_inputs,
 )
@@ -137,6 +136,9 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
     if quiet:
         ui.echo(line, limit=None)
         return
+    from rich.table import Table
+
+    out_console = ui.out_console
     key = "pdtp_raw" if summary.get("gate") == "raw" else "pdtp"
     top = table.sort_values([key, "row"], ascending=[False, True]).head(10)
     t = Table(title="Riskiest records", title_justify="left")
@@ -294,7 +296,9 @@ def pdtp(
               "the --waivers file": waivers, "the --trained model": trained}
     names = ["pdtp.csv", "pdtp.json", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), names, force, resume=resume, inputs=inputs)
+    t_read = time.perf_counter()
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
+    t_read = time.perf_counter() - t_read
     ci.check_before_work(prep, gate_inputs, engine)
     for note in prep.notes:
         ui.warn(note)
@@ -306,7 +310,7 @@ def pdtp(
         progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep, fail_fast=fail_fast, order=order,
     )
-    return finish_pdtp(result, spec, out_dir, opener, gate_inputs, formats, json_records, quiet)
+    return finish_pdtp(result, spec, out_dir, opener, gate_inputs, formats, json_records, quiet, t_read)
 
 
 def check_pdtp_cli_flags(
@@ -328,9 +332,14 @@ def check_pdtp_cli_flags(
 
 def finish_pdtp(
     result: Any, spec: Any, out_dir: Path, opener: CheckpointOpener, gate_inputs: Any, formats: tuple[str, ...],
-    json_records: bool, quiet: bool,
+    json_records: bool, quiet: bool, read_s: float = 0.0,
 ) -> int:
-    """After the run: the baseline/waiver gate, pdtp.csv, pdtp.json (junit.xml), terminal lines, exit code."""
+    """After the run: the baseline/waiver gate, pdtp.csv, pdtp.json (junit.xml), terminal lines, exit code.
+
+    pdtp.json's timings gain ``read_prepare_s`` (reading the data, drawing T) and ``write_csv_s``
+    (rendering pdtp.csv, rendered before pdtp.json so that its time is in it; every file is
+    still rendered before any is written).
+    """
     from mptool.inputs.signature import signature_block
     from mptool.outputs.formats import OutputFile, jsonable, records_for_json, to_csv, write_files
 
@@ -339,8 +348,11 @@ def finish_pdtp(
     outcome = ci.apply_gate(table, summary, result.summary["threshold"], gate_inputs)
     if outcome is not None:
         summary["baseline"] = outcome.block
-    doc = jsonable({"summary": summary, **({"records": records_for_json(table)} if json_records else {})})
+    t_csv = time.perf_counter()
     records = to_csv(table).encode("utf-8")
+    summary["timings"] = {**summary["timings"], "read_prepare_s": round(read_s, 4),
+                          "write_csv_s": round(time.perf_counter() - t_csv, 4)}
+    doc = jsonable({"summary": summary, **({"records": records_for_json(table)} if json_records else {})})
     doc["summary"]["signature"] = signature_block(doc, None if json_records else records)  # a baseline's seal
     files = [OutputFile("pdtp.csv", "text", records), OutputFile("pdtp.json", "json", doc)]
     if "junit" in formats:
@@ -351,6 +363,11 @@ def finish_pdtp(
     print_pdtp_summary(dict(result.summary), result.table, quiet)
     if outcome is not None:
         ci.print_gate(outcome, bool(summary["identity"].get("id")), quiet)
+    workers = result.summary.get("workers") or {}
+    if workers.get("fits"):  # the refit engine: how many workers ran the refits and why
+        from mptool.runtime.parallel import workers_line
+
+        ui.info(workers_line(workers, "the refits"), quiet)
     ui.info(f"results: {out_dir / 'pdtp.csv'}, {out_dir / 'pdtp.json'}", quiet)
     verdict = outcome.verdict if outcome is not None else result.verdict
     return EXIT_FINDING if verdict == "fail" else EXIT_OK

@@ -112,6 +112,11 @@ def reduce_dtp(
         engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep,
     )
+    workers = result.outcome.summary.get("workers") or {}
+    if workers.get("fits"):  # the refit engine: how many workers ran the refits and why
+        from mptool.runtime.parallel import workers_line
+
+        ui.info(workers_line(workers, "the refits"), quiet)
     return finish_reduce(result.outcome, prep, spec, out_dir, write_clean, formats, opener, quiet)
 
 

@@ -210,7 +210,7 @@ class DomainEncoder(TransformerMixin, BaseEstimator):
                 missing = np.isnan(x)
             else:
                 missing = col.isna().to_numpy()
-                codes = pd.Categorical(col, categories=list(values)).codes.astype(np.int64)
+                codes = _category_codes(col, list(values))
                 unknown = (codes < 0) & ~missing
                 if unknown.any():
                     bad = col[unknown].iloc[0]
@@ -222,6 +222,17 @@ class DomainEncoder(TransformerMixin, BaseEstimator):
                 codes = np.where(missing, len(values) + (kind == "edges"), codes)
             out[:, j] = codes
         return out
+
+
+def _category_codes(col: pd.Series, categories: list) -> np.ndarray:
+    """``pd.Categorical(col, categories).codes``; for a text column, each distinct value is looked up once
+    (``pd.factorize``, pandas' own equality, then the categories of the distinct values), which is the same
+    codes at a fraction of the cost on a million rows (issue 28)."""
+    if col.dtype.kind in "biufcmM":  # numbers, booleans, dates: pandas' lookup is fast already
+        return pd.Categorical(col, categories=categories).codes.astype(np.int64)
+    codes, distinct = pd.factorize(col, use_na_sentinel=True)
+    lookup = pd.Categorical(distinct, categories=categories).codes.astype(np.int64)
+    return np.where(codes >= 0, lookup[np.maximum(codes, 0)], -1)
 
 
 def _categorical_domains(spec: Spec, schema: Schema) -> tuple:

@@ -394,6 +394,8 @@ def check_operation(
 OUTPUT_FORMATS = ("csv", "json", "junit")
 #: Largest ``--baseline-tolerance`` / ``diff --tolerance`` (nats): the binned PDTP never exceeds ln(199) ~ 5.29.
 TOLERANCE_MAX = 10.0
+#: ``--baseline-tolerance`` default: a PDTP rise (nats) within which a known violation is unchanged.
+DEFAULT_TOLERANCE = 0.05
 
 
 def check_formats(text: str, flag: str = "--format") -> set[str]:

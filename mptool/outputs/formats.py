@@ -11,7 +11,8 @@ a write that still fails part-way through the list (a disk quota) leaves the fil
 The formats (:data:`FORMATS`):
 
 - ``csv``: a per-record DataFrame, floats in :data:`CSV_FLOAT_FORMAT` (12 significant digits,
-  stable across platforms);
+  stable across platforms), the text of pandas' ``to_csv`` written column by column
+  (:mod:`mptool.outputs.csvtext`);
 - ``csv-exact``: a DataFrame with floats in Python's shortest round-trip form (attempts.csv, so
   every attack metric recomputes exactly from it);
 - ``json``: any mapping of plain values, NumPy scalars and arrays, paths; NaN and inf become
@@ -38,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.outputs import results
+from mptool.outputs.csvtext import to_csv_text
 from mptool.outputs.junit import GateCase, junit_xml
 
 #: Float format of per-record CSV files (12 significant digits: stable across platforms).
@@ -74,13 +76,13 @@ def to_json(obj: Any) -> str:
 
 
 def to_csv(frame: pd.DataFrame) -> str:
-    """Per-record CSV text in mptool's float format."""
-    return frame.to_csv(index=False, float_format=CSV_FLOAT_FORMAT, lineterminator="\n")
+    """Per-record CSV text in mptool's float format (pandas' ``to_csv`` text, written column by column)."""
+    return to_csv_text(frame, CSV_FLOAT_FORMAT)
 
 
 def to_csv_exact(frame: pd.DataFrame) -> str:
     """CSV text with floats in Python's shortest round-trip form (nothing lost in the file)."""
-    return frame.to_csv(index=False, lineterminator="\n")
+    return to_csv_text(frame)
 
 
 def records_for_json(frame: pd.DataFrame) -> list[dict[str, Any]]:

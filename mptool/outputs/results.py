@@ -16,13 +16,11 @@ live here, checked before any work starts (exit 2 otherwise):
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +227,9 @@ def check_free_space(folder: Path, sizes: Iterable[int], what: str) -> None:
 
 def versions() -> dict[str, str]:
     """mptool, Python and library versions for the manifest."""
+    import platform
+    from importlib import metadata  # imported here: it costs more than the rest of --help
+
     out = {"mptool": __version__, "python": platform.python_version()}
     for name in TRACKED_PACKAGES:
         try:

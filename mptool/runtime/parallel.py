@@ -60,6 +60,43 @@ def resolve_jobs(jobs: int | None) -> int:
     return os.cpu_count() or 1
 
 
+#: Seconds to start the --jobs worker processes (each imports scikit-learn and mptool), measured on
+#: the 2-core test machine when idle; scaled by the load average per core when that is above 1.
+WORKER_START_S = 3.0
+
+
+def choose_workers(jobs: int | None, backend: str, fits: int, fit_s: float) -> dict[str, Any]:
+    """How many workers run ``fits`` model fits of about ``fit_s`` seconds each (issue 28).
+
+    ``--jobs N`` (N > 0) is taken as given, and so are the threading and Dask backends (no
+    process to start). ``--jobs 0`` (every core) becomes 1, this process, when the fits alone
+    are estimated to finish before the workers would: starting them costs
+    :data:`WORKER_START_S` and more on a loaded machine, and they speed the fits up by at most
+    the cores over the load per core (the estimate of ``mptool attack``'s planner,
+    :func:`mptool.attacks.plan.time_costs`). The results are the same for any count. Returns
+    ``requested``, ``workers`` (the count used), ``fits``, ``fit_s`` and ``why``.
+    """
+    requested = resolve_jobs(jobs)
+    out = {"requested": requested, "workers": requested, "fits": int(fits), "fit_s": round(float(fit_s), 6)}
+    if jobs is not None and jobs > 0:
+        return {**out, "why": "--jobs as given"}
+    if backend != "loky" or requested <= 1:
+        return {**out, "why": f"every worker of the {backend} backend"}
+    cores = os.cpu_count() or 1
+    busy = max(1.0, (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0) / cores)  # load per core
+    alone = fits * fit_s
+    spread = WORKER_START_S * busy + alone / max(1.0, min(requested, cores) / busy)
+    if alone <= spread:
+        return {**out, "workers": 1, "why": f"in this process: about {alone:.1f} s of fits, less than starting "
+                f"{requested} workers and sharing the fits ({spread:.1f} s)"}
+    return {**out, "why": f"about {alone:.1f} s of fits in this process, {spread:.1f} s on {requested} workers"}
+
+
+def workers_line(choice: dict[str, Any], what: str) -> str:
+    """One stderr line saying how many workers ``what`` uses and why (:func:`choose_workers`)."""
+    return f"workers for {what}: {choice['workers']} ({choice['why']})"
+
+
 def chunk_positions(positions: Sequence[int] | np.ndarray, jobs: int, per_job: int = 8) -> list[np.ndarray]:
     """Split work into about ``jobs * per_job`` contiguous chunks (at least one item each).
 

@@ -20,11 +20,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 #: Longest line mptool echoes (an error, warning or note); longer ones lose their middle.
 LINE_LIMIT = 500
@@ -45,8 +45,24 @@ _UNSAFE_RANGES = (
 _UNSAFE = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _UNSAFE_RANGES) + "]")
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
-out_console = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+_CONSOLES: dict[str, Console] = {}
+
+
+def console(stderr: bool = False) -> Console:
+    """The rich console on stdout (or stderr), made on first use so that ``--help`` never imports rich."""
+    name = "err_console" if stderr else "out_console"
+    if name not in _CONSOLES:
+        from rich.console import Console
+
+        _CONSOLES[name] = Console(stderr=stderr, highlight=False, soft_wrap=True, markup=False, emoji=False)
+    return _CONSOLES[name]
+
+
+def __getattr__(name: str) -> Any:
+    """``ui.out_console`` and ``ui.err_console``: the consoles of :func:`console`."""
+    if name in ("out_console", "err_console"):
+        return console(stderr=name == "err_console")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _escape_char(ch: str) -> str:
@@ -137,6 +153,8 @@ def safe_line(text: Any, limit: int | None = LINE_LIMIT) -> str:
 
 def cell(value: Any, limit: int = EXCERPT_LIMIT) -> Text:
     """A rich table cell from the data: the :func:`excerpt`, never read as markup."""
+    from rich.text import Text
+
     return Text(excerpt(value, limit))
 
 
@@ -153,7 +171,7 @@ def error_line(message: Any, kind: str = "error") -> str:
 def info(message: str, quiet: bool = False) -> None:
     """A one-line note on stderr (suppressed by --quiet)."""
     if not quiet:
-        err_console.print(safe_line(message), markup=False, emoji=False, highlight=False)
+        console(stderr=True).print(safe_line(message), markup=False, emoji=False, highlight=False)
 
 
 def warn(message: str) -> None:
@@ -169,6 +187,15 @@ def progress(total: int, description: str, quiet: bool = False) -> Iterator[Call
         return
     description = safe_line(description, 80)
     if sys.stderr.isatty():
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         columns = (
             TextColumn("{task.description}", markup=False),
             BarColumn(),
@@ -177,7 +204,7 @@ def progress(total: int, description: str, quiet: bool = False) -> Iterator[Call
             TextColumn("ETA"),
             TimeRemainingColumn(),
         )
-        with Progress(*columns, console=err_console, transient=False) as bar:
+        with Progress(*columns, console=console(stderr=True), transient=False) as bar:
             task = bar.add_task(description, total=total)
             yield lambda n: bar.advance(task, n)
         return

@@ -1,0 +1,109 @@
+"""Benchmark: start-up of the command line against its floors, measured in the same run (issue 28).
+
+Two goals, each against a baseline run in this script on the same machine:
+
+- ``mptool --help`` <= 0.15 CPU s (baseline: ``python -c pass`` and ``python -c "import typer"``,
+  the interpreter and the CLI library, below which no typer CLI starts);
+- a 1,000-record naive Bayes audit (``mptool pdtp``, the bundled Adult demo) <= 1.2 CPU s more
+  than ``python -c "import sklearn.naive_bayes"`` alone (scikit-learn imports scipy.stats,
+  pandas and pyarrow itself).
+
+Each command runs in a fresh interpreter; CPU time is user + system of the child
+(``resource.getrusage(RUSAGE_CHILDREN)``), wall time from ``time.perf_counter``. One warm-up run
+of each writes the bytecode caches (``PYTHONDONTWRITEBYTECODE`` is dropped from the children's
+environment: an installed package has its caches). The minimum over the repeats is the figure
+least disturbed by other load on a shared machine; the median is printed too, with the load.
+
+``--base DIR`` also times ``--help`` and the demo with the mptool source tree in DIR (e.g. an
+export of an older revision: ``git archive fad0552 | tar -x -C /tmp/base``), in the same run.
+
+Usage: python benchmarks/bench_startup.py [--repeat N] [--base DIR]   (default 5; --repeat 2 for a quick look)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HELP_GOAL_CPU_S = 0.15
+NB_GOAL_EXTRA_CPU_S = 1.2
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def measure(cmd: list[str], repeat: int, env: dict[str, str], cwd: str) -> tuple[list[float], list[float]]:
+    """CPU (user + system) and wall seconds of ``repeat`` runs of ``cmd`` after one warm-up run.
+
+    ``cwd`` is a folder without mptool in it: ``python -m`` puts the working folder first on the
+    path, so the tree measured is the one ``PYTHONPATH`` names."""
+    subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
+    cpu, wall = [], []
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
+        wall.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
+    return cpu, wall
+
+
+def line(name: str, cpu: list[float], wall: list[float]) -> str:
+    return (f"  {name:<34} CPU min {min(cpu):.3f} s, median {statistics.median(cpu):.3f} s; "
+            f"wall min {min(wall):.3f} s, median {statistics.median(wall):.3f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--base", default=None, help="an older mptool source tree to time beside this one")
+    args = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(ROOT)
+    py = sys.executable
+    load0 = os.getloadavg()[0]
+    out = tempfile.mkdtemp(prefix="bench-startup-")
+    runs = {
+        "python -c pass": [py, "-c", "pass"],
+        "python -c 'import typer'": [py, "-c", "import typer"],
+        "mptool --help": [py, "-m", "mptool", "--help"],
+        "python -c 'import sklearn.naive_bayes'": [py, "-c", "import sklearn.naive_bayes"],
+        "mptool pdtp (1,000-record NB demo)": [py, "-m", "mptool", "pdtp", "--out", out, "--force", "-q", "-j", "1"],
+    }
+    res = {name: measure(cmd, args.repeat, env, out) for name, cmd in runs.items()}
+    if args.base:
+        old = {**env, "PYTHONPATH": str(Path(args.base).resolve())}
+        res["mptool --help (--base)"] = measure(runs["mptool --help"], args.repeat, old, out)
+        res["mptool pdtp (--base)"] = measure(runs["mptool pdtp (1,000-record NB demo)"], args.repeat, old, out)
+    load1 = os.getloadavg()[0]
+    print(f"bench_startup: {args.repeat} runs each after a warm-up; load {load0:.2f} before, {load1:.2f} after "
+          f"({os.cpu_count()} CPUs)")
+    for name, (cpu, wall) in res.items():
+        print(line(name, cpu, wall))
+    help_cpu = min(res["mptool --help"][0])
+    typer_cpu = min(res["python -c 'import typer'"][0])
+    print(f"mptool --help: {help_cpu:.3f} CPU s = {help_cpu / HELP_GOAL_CPU_S:.2f}x the {HELP_GOAL_CPU_S} s goal "
+          f"({help_cpu - typer_cpu:+.3f} s over importing typer alone)")
+    sk = min(res["python -c 'import sklearn.naive_bayes'"][0])
+    nb = min(res["mptool pdtp (1,000-record NB demo)"][0])
+    print(f"pdtp NB demo: {nb:.3f} CPU s = sklearn import {sk:.3f} s + {nb - sk:.3f} s "
+          f"({(nb - sk) / NB_GOAL_EXTRA_CPU_S:.2f}x the {NB_GOAL_EXTRA_CPU_S} s goal beyond the import; "
+          f"ratio to the import {nb / sk:.2f})")
+    if args.base:
+        old_help, old_nb = min(res["mptool --help (--base)"][0]), min(res["mptool pdtp (--base)"][0])
+        print(f"against --base: --help {old_help:.3f} -> {help_cpu:.3f} CPU s ({old_help / help_cpu:.1f}x); "
+              f"pdtp demo {old_nb:.3f} -> {nb:.3f} CPU s ({old_nb / nb:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
