@@ -100,6 +100,8 @@ def record_stats(pt: np.ndarray, pl: np.ndarray, threshold: float, bin_size: flo
     lo, hi = d - q * se, d + q * se
     abs_lo = np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(np.abs(lo), np.abs(hi)))
     abs_hi = np.maximum(np.abs(lo), np.abs(hi))
+    if bin_size > 0:  # no released log-ratio exceeds ln((1 - b/2) / (b/2)) (5.29 for b = 0.01)
+        abs_hi = np.minimum(abs_hi, np.log((1 - bin_size / 2) / (bin_size / 2)))
     z = (absd - threshold) / se
     p_y = student_t.sf(z, df) + student_t.sf(z + 2 * threshold / se, df)
     p_violation = np.minimum(1.0, k * p_y.min(axis=1))
