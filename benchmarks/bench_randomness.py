@@ -16,6 +16,7 @@ records for both engines, the replicate engine's undecided counts, fits, CPU and
 and the ratio of the two wall times. Power on ground truth: tests/test_randomness.py.
 
 Usage: python benchmarks/bench_randomness.py [--models nn,rf,lgbm] [--replicates 4:16] [--budget FITS]
+       [--canaries K] [--random K]   (fewer audited records: the same T, a prefix of the same draws)
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ GROUPS, NULLS_PER_GROUP, CANARIES, RANDOM, N_TRAIN = 5, 2, 10, 30, 1000
 LGBM = {"data": {"label": "income", "drop": ["fnlwgt"], "train_size": 1000, "missing": "drop"},
         "model": {"estimator": "lightgbm.LGBMClassifier",
                   "params": {"n_estimators": 50, "subsample": 0.8, "subsample_freq": 1, "colsample_bytree": 0.8,
-                             "verbose": -1, "n_jobs": 1}, "preprocess": "auto"},
+                             "n_jobs": 1}, "preprocess": "auto"},
         "output": {"bin_size": 0.01}, "seed": 0}
 
 
-def build_t(seed: int) -> tuple[pd.DataFrame, dict[str, list[int]]]:
+def build_t(seed: int, canaries: int = CANARIES, random: int = RANDOM) -> tuple[pd.DataFrame, dict[str, list[int]]]:
     """T of N_TRAIN rows with planted 12-copy groups and flipped-label canaries; audited CSV rows per kind."""
     df = pd.read_csv(ADULT_CSV).replace("?", np.nan).dropna().reset_index(drop=True)
     rng = np.random.default_rng(seed)
@@ -53,8 +54,8 @@ def build_t(seed: int) -> tuple[pd.DataFrame, dict[str, list[int]]]:
     for k in key[counts == 12].unique():
         null_rows += key.index[key == k][:NULLS_PER_GROUP].tolist()
     singles = np.array(key.index[counts == 1])
-    picked = rng.choice(singles, CANARIES + RANDOM, replace=False)
-    canary, random_rows = picked[:CANARIES].tolist(), picked[CANARIES:].tolist()
+    picked = rng.choice(singles, CANARIES + RANDOM, replace=False)  # the same draw whatever is audited
+    canary, random_rows = picked[:canaries].tolist(), picked[CANARIES : CANARIES + random].tolist()
     labels = sorted(t["income"].unique())
     t.loc[canary, "income"] = t.loc[canary, "income"].map({labels[0]: labels[1], labels[1]: labels[0]})
     return t, {"null": sorted(null_rows), "canary": sorted(canary), "random": sorted(random_rows)}
@@ -85,13 +86,16 @@ def main() -> None:
     ap.add_argument("--replicates", default="4:16")
     ap.add_argument("--budget", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--canaries", type=int, default=CANARIES, help=f"canaries audited (at most {CANARIES})")
+    ap.add_argument("--random", type=int, default=RANDOM, help=f"random records audited (at most {RANDOM})")
     args = ap.parse_args()
-    t, kinds = build_t(args.seed)
+    t, kinds = build_t(args.seed, min(args.canaries, CANARIES), min(args.random, RANDOM))
     records = sorted(sum(kinds.values(), []))
     print(f"T = {len(t)} Adult records; audited: {len(kinds['null'])} nulls (copies of {GROUPS} records x 12), "
           f"{len(kinds['canary'])} flipped-label canaries, {len(kinds['random'])} random; jobs 2; "
           f"replicates {args.replicates}, budget {args.budget}")
-    print("| model | engine | nulls flagged | canaries flagged | random flagged | fits | CPU s | wall s | load |")
+    print("| model | engine | nulls flagged | canaries flagged | random flagged | fits | CPU s (main process) "
+          "| wall s | load |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         spec = spec_for(name)

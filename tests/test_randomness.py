@@ -149,7 +149,7 @@ def test_deterministic_estimator_keeps_the_refit_engine_byte_identical(tmp_path:
     outs = []
     for engine in ("auto", "refit"):
         res = run_cli("pdtp", csv, "-m", spec, "--allow-import", ALLOW[0], "--engine", engine, "--out",
-                      tmp_path / engine, "--jobs", "1", "-q")
+                      tmp_path / engine, "--jobs", "1", "-q", "--noise-floor", "0", "--records", "0,3,9,20")
         assert res.code in (0, 1), res.stderr
         outs.append((tmp_path / engine / "pdtp.csv").read_bytes())
     assert outs[0] == outs[1]
@@ -163,8 +163,9 @@ def test_exact_engines_skip_detection_and_knn_stays_on_todays_refit(tmp_path: Pa
         r = mptool.pdtp(mixed_csv, spec, jobs=1)
         assert r.summary["engine"].startswith("exact") and r.summary["randomness"]["checked"] is False
     spec = write_spec(tmp_path / "knn.yaml", "knn")
-    auto = mptool.pdtp(mixed_csv, spec, jobs=1, noise_floor=0)
-    refit = mptool.pdtp(mixed_csv, spec, jobs=1, engine="refit", noise_floor=0)
+    rows = [0, 7, 21, 40]
+    auto = mptool.pdtp(mixed_csv, spec, jobs=1, noise_floor=0, records=rows)
+    refit = mptool.pdtp(mixed_csv, spec, jobs=1, engine="refit", noise_floor=0, records=rows)
     assert auto.summary["engine"] == "refit" and auto.summary["randomness"]["randomized"] is False
     assert auto.table.to_csv(index=False) == refit.table.to_csv(index=False)
 
@@ -181,7 +182,7 @@ def test_replicate_seeds_and_orders_are_reproducible() -> None:
 
 
 def test_results_do_not_depend_on_jobs() -> None:
-    df, _ = known_frame(3)
+    df, _ = known_frame(3, unique=4, copies=4, zeros=2)
     a = mptool.pdtp(df, known_spec(3), allow_import=ALLOW, replicates="4:8", jobs=1)
     b = mptool.pdtp(df, known_spec(3), allow_import=ALLOW, replicates="4:8", jobs=2, backend="threading")
     pd.testing.assert_frame_equal(a.table, b.table)  # exactly: the same fits, whatever the workers

@@ -477,6 +477,7 @@ def run_randomized(
         "identity": identity(T, key, spec.output.bin_size),
         "columns": {**REPLICATE_COLUMNS},
     })
+    summary["replicates"]["notes"] = notes[len(prep.notes):]
     summary.update(coverage(options, T, result, stopped, requested, summary["violations"]))
     if summary.get("sample") and summary["undecided"]:
         summary["sample"]["fraction_upper_95"] = None

@@ -368,6 +368,8 @@ def pdtp(
     line = randomness_line(result.summary.get("randomness") or {}, result.summary["engine"])
     if line:
         ui.info(line, quiet)
+    for note in (result.summary.get("replicates") or {}).get("notes", []):
+        ui.warn(note)
     return finish_pdtp(result, spec, out_dir, opener, gate_inputs, formats, json_records, quiet)
 
 
