@@ -270,3 +270,18 @@ def test_waivers_refused_for_randomized_training(tmp_path: Path) -> None:  # rnd
     res = run_cli("pdtp", csv, "-m", spec, "--allow-import", ALLOW[0], "--out", out, "--jobs", "1",
                   "--waivers", waivers)
     assert_refused(res, ["--baseline/--waivers cannot be used when training is randomized"], out, before)
+
+
+def test_undecided_fails_closed_in_junit_and_noise_floor_is_deprecated(tmp_path: Path) -> None:
+    """A budget that leaves records undecided: exit 1, JUnit case failed, "not established"; --noise-floor warns."""
+    df, _ = known_frame(0, unique=2, copies=4, zeros=2)
+    csv = tmp_path / "d.csv"
+    df.to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "s.yaml", KA, model={"params": {"weight_feature": 1, "memorise": 0.0},
+                                                      "preprocess": "none"})
+    res = run_cli("pdtp", csv, "-m", spec, "--allow-import", ALLOW[0], "--out", tmp_path / "o", "--jobs", "1",
+                  "--replicates", "4:4", "--budget", "20", "--noise-floor", "2", "--format", "csv,junit", "-q")
+    assert res.code == 1 and "DTP-1 not established" in res.stdout and "holds" not in res.stdout
+    assert "--noise-floor is deprecated for randomized training" in res.stderr
+    junit = (tmp_path / "o" / "junit.xml").read_text()
+    assert "<failure" in junit and "undecided" in junit

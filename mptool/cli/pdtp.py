@@ -275,6 +275,12 @@ measured), fingerprint, [baseline_status, baseline_pdtp] (with --baseline), [wai
 data.read in the spec). With no arguments, audits the bundled UCI Adult data with
 configs/adult-nb.yaml.
 
+Randomized training (a network, a forest, bagged boosting): --engine auto refits A(T) with
+another seed and with T's rows permuted; when a prediction changes it audits with replicates
+(docs/randomness.md): pdtp is then the PDTP of the expected prediction, violation is True,
+False or undecided (exit 1 unless every record is decided below), and pdtp_low, pdtp_high,
+replicates and sd_full are added; --replicates MIN:MAX, --budget FITS and --error-control set it.
+
 With --baseline, only records new or worse than the baseline run count (exit 1); with
 --waivers, waived records do not count until their waiver expires; pdtp.json then has a
 'baseline' block.
@@ -433,4 +439,4 @@ def finish_pdtp(
         ci.print_gate(outcome, bool(summary["identity"].get("id")), quiet)
     ui.info(f"results: {out_dir / 'pdtp.csv'}, {out_dir / 'pdtp.json'}", quiet)
     verdict = outcome.verdict if outcome is not None else result.verdict
-    return EXIT_FINDING if verdict == "fail" else EXIT_OK
+    return EXIT_OK if verdict == "pass" else EXIT_FINDING  # "undecided" (replicate engine) fails closed
