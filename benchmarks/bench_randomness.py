@@ -17,6 +17,7 @@ and the ratio of the two wall times. Power on ground truth: tests/test_randomnes
 
 Usage: python benchmarks/bench_randomness.py [--models nn,rf,lgbm] [--replicates 4:16] [--budget FITS]
        [--canaries K] [--random K]   (fewer audited records: the same T, a prefix of the same draws)
+       python benchmarks/bench_randomness.py --known-answer 10 --replicates 4:8   (calibration on ground truth)
 """
 
 from __future__ import annotations
@@ -80,6 +81,37 @@ def flags(table: pd.DataFrame, rows: list[int]) -> str:
     return f"{true}/{len(rows)}" + (f" ({und} undecided)" if und else "")
 
 
+def known_answer(seeds: int, replicates: str) -> None:
+    """The calibration of tests/test_randomness.py over more draws: null rate, power, fits, time, both engines."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "tests"))
+    from test_randomness import ALLOW, known_frame, known_spec
+
+    rows = []
+    for engine in ("refit", "auto"):
+        null = large = n_null = n_large = fits = und = 0
+        c = w = 0.0
+        for seed in range(seeds):
+            df, kind = known_frame(seed)
+            r, c1, w1 = timed(lambda df=df, seed=seed, engine=engine: mptool.pdtp(
+                df, known_spec(seed), allow_import=ALLOW, engine=engine, jobs=1, replicates=replicates, noise_floor=0))
+            c, w = c + c1, w + w1
+            k = kind[r.table["row"].to_numpy()]
+            v = np.array([x is True or x is np.True_ for x in r.table["violation"]])
+            null, large = null + int(v[k == "null"].sum()), large + int(v[k == "large"].sum())
+            n_null, n_large = n_null + int((k == "null").sum()), n_large + int((k == "large").sum())
+            und += sum(isinstance(x, str) for x in r.table["violation"])
+            fits += r.summary["replicates"]["fits"] if engine == "auto" else len(r.table)
+        rows.append(f"| {'replicates ' + replicates if engine == 'auto' else 'refit (today)'} | {null}/{n_null} "
+                    f"({100 * null / n_null:.1f}%) | {large}/{n_large} ({100 * large / n_large:.1f}%) | {und} | "
+                    f"{fits} | {c:.1f} | {w:.1f} |")
+    print(f"known-answer classifier, {seeds} draws (seeds 0..{seeds - 1}), jobs 1, load {os.getloadavg()[0]:.1f}")
+    print("| engine | nulls flagged | large flagged | undecided | fits | CPU s | wall s |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="nn,rf,lgbm")
@@ -88,7 +120,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--canaries", type=int, default=CANARIES, help=f"canaries audited (at most {CANARIES})")
     ap.add_argument("--random", type=int, default=RANDOM, help=f"random records audited (at most {RANDOM})")
+    ap.add_argument("--known-answer", type=int, default=0, metavar="DRAWS",
+                    help="instead: the known-answer calibration over DRAWS seeds (tests/test_randomness.py)")
     args = ap.parse_args()
+    if args.known_answer:
+        known_answer(args.known_answer, args.replicates)
+        return
     t, kinds = build_t(args.seed, min(args.canaries, CANARIES), min(args.random, RANDOM))
     records = sorted(sum(kinds.values(), []))
     print(f"T = {len(t)} Adult records; audited: {len(kinds['null'])} nulls (copies of {GROUPS} records x 12), "
