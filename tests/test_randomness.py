@@ -19,6 +19,7 @@ from test_bad_input import assert_refused, snapshot
 
 import mptool
 from mptool.cli.pdtp import qualified_verdict, replicate_verdict_line
+from mptool.inputs.known_answer import ESTIMATOR, MODULE, known_frame, known_spec
 from mptool.inputs.prepare import fit_checked, prepare
 from mptool.inputs.spec import parse_spec
 from mptool.loo.randomness import detect, replicate_order, replicate_seed
@@ -26,25 +27,8 @@ from mptool.loo.replicates import ReplicatePlan, parse_replicates
 from mptool.privacy.influence import adjusted_rejections, decide, record_stats
 from mptool.runtime.errors import InputError
 
-KA = "mptool.inputs.known_answer.KnownAnswerClassifier"
-ALLOW = ("mptool.inputs.known_answer",)
-
-
-def known_frame(seed: int, unique: int = 8, copies: int = 12, zeros: int = 6) -> tuple[pd.DataFrame, np.ndarray]:
-    """``unique`` memorised records, one group of ``copies`` identical records, ``zeros`` weight-0 records."""
-    rng = np.random.default_rng(seed)
-    rows = [(float(i), 1.0, int(rng.integers(2))) for i in range(unique)]
-    lab = int(rng.integers(2))
-    rows += [(1000.0, 1.0, lab)] * copies
-    rows += [(2000.0 + z, 0.0, int(rng.integers(2))) for z in range(zeros)]
-    kind = np.array(["large"] * unique + ["null"] * (copies + zeros))
-    return pd.DataFrame(rows, columns=["x", "w", "label"]), kind
-
-
-def known_spec(seed: int = 0, **params) -> dict:
-    return {"data": {"label": "label", "train_size": None, "missing": "drop"},
-            "model": {"estimator": KA, "params": {"weight_feature": 1, "noise": 1.0, **params}, "preprocess": "none"},
-            "output": {"bin_size": 0.01}, "seed": seed}
+KA = ESTIMATOR
+ALLOW = (MODULE,)
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,35 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
+
+#: The dotted path of :class:`KnownAnswerClassifier` and the module ``--allow-import`` must name.
+ESTIMATOR, MODULE = "mptool.inputs.known_answer.KnownAnswerClassifier", "mptool.inputs.known_answer"
+
+
+def known_frame(seed: int, unique: int = 8, copies: int = 12, zeros: int = 6) -> tuple[pd.DataFrame, np.ndarray]:
+    """A data set with known answers: columns x, w (the weight feature), label; and each row's kind.
+
+    ``unique`` records present once with weight 1 (kind ``large``: memorised), one record present
+    ``copies`` times and ``zeros`` records of weight 0 (kind ``null``: expected influence about 0).
+    """
+    rng = np.random.default_rng(seed)
+    rows = [(float(i), 1.0, int(rng.integers(2))) for i in range(unique)]
+    lab = int(rng.integers(2))
+    rows += [(1000.0, 1.0, lab)] * copies
+    rows += [(2000.0 + z, 0.0, int(rng.integers(2))) for z in range(zeros)]
+    kind = np.array(["large"] * unique + ["null"] * (copies + zeros))
+    return pd.DataFrame(rows, columns=["x", "w", "label"]), kind
+
+
+def known_spec(seed: int = 0, **params: Any) -> dict[str, Any]:
+    """A spec (as a mapping) of :class:`KnownAnswerClassifier` on :func:`known_frame`: noise 1, weight column w."""
+    return {"data": {"label": "label", "train_size": None, "missing": "drop"},
+            "model": {"estimator": ESTIMATOR, "params": {"weight_feature": 1, "noise": 1.0, **params},
+                      "preprocess": "none"},
+            "output": {"bin_size": 0.01}, "seed": seed}
 
 
 class KnownAnswerClassifier(ClassifierMixin, BaseEstimator):
