@@ -81,7 +81,7 @@ def flags(table: pd.DataFrame, rows: list[int]) -> str:
     return f"{true}/{len(rows)}" + (f" ({und} undecided)" if und else "")
 
 
-def known_answer(seeds: int, replicates: str) -> None:
+def known_answer(seeds: int, replicates: str, params: dict[str, float]) -> None:
     """The calibration of tests/test_randomness.py over more draws: null rate, power, fits, time, both engines."""
     from mptool.inputs.known_answer import MODULE, known_frame, known_spec
 
@@ -93,7 +93,8 @@ def known_answer(seeds: int, replicates: str) -> None:
         for seed in range(seeds):
             df, kind = known_frame(seed)
             r, c1, w1 = timed(lambda df=df, seed=seed, engine=engine: mptool.pdtp(
-                df, known_spec(seed), allow_import=ALLOW, engine=engine, jobs=1, replicates=replicates, noise_floor=0))
+                df, known_spec(seed, **params), allow_import=ALLOW, engine=engine, jobs=1, replicates=replicates,
+                noise_floor=0))
             c, w = c + c1, w + w1
             k = kind[r.table["row"].to_numpy()]
             v = np.array([x is True or x is np.True_ for x in r.table["violation"]])
@@ -104,7 +105,8 @@ def known_answer(seeds: int, replicates: str) -> None:
         rows.append(f"| {'replicates ' + replicates if engine == 'auto' else 'refit (today)'} | {null}/{n_null} "
                     f"({100 * null / n_null:.1f}%) | {large}/{n_large} ({100 * large / n_large:.1f}%) | {und} | "
                     f"{fits} | {c:.1f} | {w:.1f} |")
-    print(f"known-answer classifier, {seeds} draws (seeds 0..{seeds - 1}), jobs 1, load {os.getloadavg()[0]:.1f}")
+    print(f"known-answer classifier {params or ''}, {seeds} draws (seeds 0..{seeds - 1}), jobs 1, "
+          f"load {os.getloadavg()[0]:.1f}")
     print("| engine | nulls flagged | large flagged | undecided | fits | CPU s | wall s |")
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
@@ -120,9 +122,11 @@ def main() -> None:
     ap.add_argument("--random", type=int, default=RANDOM, help=f"random records audited (at most {RANDOM})")
     ap.add_argument("--known-answer", type=int, default=0, metavar="DRAWS",
                     help="instead: the known-answer calibration over DRAWS seeds (tests/test_randomness.py)")
+    ap.add_argument("--ka-params", default="", help="known-answer parameters, e.g. noise=2,memorise=3")
     args = ap.parse_args()
     if args.known_answer:
-        known_answer(args.known_answer, args.replicates)
+        params = {k: float(v) for k, v in (kv.split("=") for kv in args.ka_params.split(",") if kv)}
+        known_answer(args.known_answer, args.replicates, params)
         return
     t, kinds = build_t(args.seed, min(args.canaries, CANARIES), min(args.random, RANDOM))
     records = sorted(sum(kinds.values(), []))
