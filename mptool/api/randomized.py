@@ -25,8 +25,9 @@ from mptool.runtime.errors import InputError
 
 #: Columns of a randomized audit, after ``violation`` (pdtp.csv; see also api.pdtp.PDTP_COLUMNS).
 REPLICATE_COLUMNS = {
-    "pdtp_low": "lower end of the 95% interval of pdtp (replicate engine; per record, Bonferroni over classes)",
-    "pdtp_high": "upper end of the same interval",
+    "pdtp_low": "replicate engine: one-sided 95% lower bound of pdtp per record (Bonferroni over classes), the bound "
+    "the violation test uses",
+    "pdtp_high": "one-sided 95% upper bound of pdtp per record, the bound the below-threshold test uses",
     "replicates": "training replicates of T minus t used for the record (each paired with a replicate of T)",
     "sd_full": "sd of p_T(label | x_t) over the replicates of A(T): the spread from training randomness alone "
     "(Long et al. Figure 7)",

@@ -191,7 +191,7 @@ def print_replicate_table(table) -> None:
     """The ten riskiest records of a randomized audit: estimate, interval, decision, replicates, spread."""
     top = table.sort_values(["pdtp_low", "row"], ascending=[False, True]).head(10)
     t = Table(title="Riskiest records (influence beyond training randomness)", title_justify="left")
-    for col in ("row", "label", "pdtp", "95% interval", "violation", "replicates", "sd_full"):
+    for col in ("row", "label", "pdtp", "95% bounds", "violation", "replicates", "sd_full"):
         t.add_column(col, justify="left" if col in ("label", "violation") else "right")
     for _, r in top.iterrows():
         t.add_row(ui.cell(r["row"]), ui.cell(r["label"]), f"{r['pdtp']:.4f}",
