@@ -423,7 +423,7 @@ def run_randomized(
 ) -> PdtpOutcome:
     """The audit of a randomized A with the replicate engine (:mod:`mptool.api.randomized`): table and summary.
 
-    The noise floor (a row moved) is not measured by default: each record's interval and its
+    The noise floor (a row moved) is not measured by default: each record's bounds and its
     ``sd_full`` replace it; an explicit ``--noise-floor K`` still measures it, with a deprecation note.
     ``--queries`` and the family bounds (``dtp_upper``) need single models and are left empty.
     """
@@ -442,11 +442,11 @@ def run_randomized(
     table["dtp_upper"], table["dtp_upper_binned"] = np.full(n, np.nan), np.full(n, np.nan)
     table["dtp_upper_vacuous"] = np.full(n, None, dtype=object)
     notes = list(prep.notes)
-    noise: dict[str, Any] = {"records": 0, "note": "replaced by the replicate engine: each record's interval "
+    noise: dict[str, Any] = {"records": 0, "note": "replaced by the replicate engine: each record's bounds "
                              "(pdtp_low, pdtp_high) and sd_full measure the training randomness"}
     t_noise = time.perf_counter()
     if options.noise_floor:
-        notes.append("--noise-floor is deprecated for randomized training: the replicate engine's intervals replace "
+        notes.append("--noise-floor is deprecated for randomized training: the replicate engine's bounds replace "
                      "it (measured anyway, as asked)")
         gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
         noise, above = _noise_floor(prep, options, request, gated, progress, stopped is not None)

@@ -188,7 +188,7 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
 
 
 def print_replicate_table(table) -> None:
-    """The ten riskiest records of a randomized audit: estimate, interval, decision, replicates, spread."""
+    """The ten riskiest records of a randomized audit: estimate, bounds, decision, replicates, spread."""
     top = table.sort_values(["pdtp_low", "row"], ascending=[False, True]).head(10)
     t = Table(title="Riskiest records (influence beyond training randomness)", title_justify="left")
     for col in ("row", "label", "pdtp", "95% bounds", "violation", "replicates", "sd_full"):
