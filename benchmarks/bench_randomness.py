@@ -41,7 +41,8 @@ LGBM = {"data": {"label": "income", "drop": ["fnlwgt"], "train_size": 1000, "mis
         "output": {"bin_size": 0.01}, "seed": 0}
 
 
-def build_t(seed: int, canaries: int = CANARIES, random: int = RANDOM) -> tuple[pd.DataFrame, dict[str, list[int]]]:
+def build_t(seed: int, canaries: int = CANARIES, random: int = RANDOM, nulls: int = GROUPS * NULLS_PER_GROUP
+            ) -> tuple[pd.DataFrame, dict[str, list[int]]]:
     """T of N_TRAIN rows with planted 12-copy groups and flipped-label canaries; audited CSV rows per kind."""
     df = pd.read_csv(ADULT_CSV).replace("?", np.nan).dropna().reset_index(drop=True)
     rng = np.random.default_rng(seed)
@@ -59,7 +60,7 @@ def build_t(seed: int, canaries: int = CANARIES, random: int = RANDOM) -> tuple[
     canary, random_rows = picked[:canaries].tolist(), picked[CANARIES : CANARIES + random].tolist()
     labels = sorted(t["income"].unique())
     t.loc[canary, "income"] = t.loc[canary, "income"].map({labels[0]: labels[1], labels[1]: labels[0]})
-    return t, {"null": sorted(null_rows), "canary": sorted(canary), "random": sorted(random_rows)}
+    return t, {"null": sorted(null_rows[:nulls]), "canary": sorted(canary), "random": sorted(random_rows)}
 
 
 def spec_for(name: str) -> dict:
@@ -120,6 +121,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--canaries", type=int, default=CANARIES, help=f"canaries audited (at most {CANARIES})")
     ap.add_argument("--random", type=int, default=RANDOM, help=f"random records audited (at most {RANDOM})")
+    ap.add_argument("--nulls", type=int, default=GROUPS * NULLS_PER_GROUP, help="null records audited")
     ap.add_argument("--known-answer", type=int, default=0, metavar="DRAWS",
                     help="instead: the known-answer calibration over DRAWS seeds (tests/test_randomness.py)")
     ap.add_argument("--ka-params", default="", help="known-answer parameters, e.g. noise=2,memorise=3")
@@ -128,9 +130,9 @@ def main() -> None:
         params = {k: float(v) for k, v in (kv.split("=") for kv in args.ka_params.split(",") if kv)}
         known_answer(args.known_answer, args.replicates, params)
         return
-    t, kinds = build_t(args.seed, min(args.canaries, CANARIES), min(args.random, RANDOM))
+    t, kinds = build_t(args.seed, min(args.canaries, CANARIES), min(args.random, RANDOM), args.nulls)
     records = sorted(sum(kinds.values(), []))
-    print(f"T = {len(t)} Adult records; audited: {len(kinds['null'])} nulls (copies of {GROUPS} records x 12), "
+    print(f"T = {len(t)} Adult records; audited: {len(kinds['null'])} nulls (copies of records present 12 times), "
           f"{len(kinds['canary'])} flipped-label canaries, {len(kinds['random'])} random; jobs 2; "
           f"replicates {args.replicates}, budget {args.budget}")
     print("| model | engine | nulls flagged | canaries flagged | random flagged | fits | CPU s (main process) "
