@@ -2,7 +2,9 @@
 
 Before an audit that would refit per record, A(T) is trained again (1) with the same inputs,
 (2) with every ``random_state`` of the pipeline set to another seed and (3) on T's rows in a
-seeded random order (and, when that changed nothing, in reverse order), and each model's
+seeded random order (and, when that changed nothing, in reverse order; not for estimators that
+``privacy.noise.order_dependence`` knows to depend on the rows only as a set or through their
+relative order, which removing t keeps, e.g. k-NN's tie rule), and each model's
 ``predict_proba`` on T is compared with A(T)'s. Two predictions count as equal when every
 probability agrees to ``RTOL`` relative (1e-12: float sums taken in another row order differ in
 the last bits, nothing else does). A source whose refit
@@ -23,6 +25,7 @@ import pandas as pd
 from sklearn.base import clone
 
 from mptool.inputs.models import fit, proba_in
+from mptool.privacy.noise import order_dependence
 
 #: Relative tolerance of "the same prediction" (stated in pdtp.json).
 RTOL = 1e-12
@@ -43,6 +46,7 @@ class Randomness:
     order: bool
     repeat: bool
     max_change: float
+    order_why: str = ""  # why the row order was not refitted (an estimator known to be exactly paired)
 
     @property
     def randomized(self) -> bool:
@@ -66,6 +70,7 @@ class Randomness:
             "row_order": self.order,
             "repeat": self.repeat,
             "max_change": self.max_change,
+            **({"row_order_not_checked": self.order_why} if self.order_why else {}),
             "rtol": RTOL,
             "method": "A(T) refitted with another seed, with T's rows permuted and as is; predict_proba on T "
             f"compared with A(T)'s to {RTOL:g} relative",
@@ -114,6 +119,9 @@ def detect(template: Any, full_model: Any, X: pd.DataFrame, y: np.ndarray, class
     c1 = 0.0
     if seed_keys(template):
         seed, c1 = _changed(base, proba_in(fit(with_seed(template, other), X, y), X, classes))
+    known = order_dependence(template)
+    if known.dependent is False:  # e.g. k-NN's tie rule: relative row order, which removing t keeps
+        return Randomness(seed, False, repeat, max(c0, c1), known.reason)
     order, c2 = _changed(base, proba_in(fit(template, X.iloc[perm], y[perm]), X, classes))
     if not order:  # one random order can leave an order statistic unchanged by chance: try the reverse too
         back = np.arange(len(y))[::-1]
