@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_positions
+from mptool.api.randomized import check_replicate_options, detect_for
 from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
 from mptool.attacks import DEFAULT_SHADOW_POOL
 from mptool.attacks.artefact import artefact_gates, attack_artefact
@@ -151,12 +152,13 @@ def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tup
     prep = with_trained(prep, options.trained, allow_import)
     positions = select_positions(prep, options.records, options.sample)
     noise_floor_records(prep.template, options.noise_floor, len(positions))  # a --noise-floor too large fails here
-    select_engine(options.engine, spec, prep.template)
+    select_engine(options.engine, spec, prep.template, replicates=True)
+    check_replicate_options(options.replicates, options.budget, options.error_control)
     resolve_queries(options.queries, prep.train, spec.data.missing_values)  # a bad --queries file fails here
     if options.queries != "self" and policy_dict(spec.output.release):
         raise InputError("--queries measures the full probability vector; it cannot be combined with "
                          "output.release (remove one)")
-    return prep
+    return detect_for(prep, options)  # randomized training? (the replicate engine then audits)
 
 
 def pdtp(
@@ -180,6 +182,9 @@ def pdtp(
     prepared: Prepared | None = None,
     fail_fast: bool = False,
     order: str = "risk",
+    replicates: str | None = None,
+    budget: int | None = None,
+    error_control: str = "bh",
 ) -> PdtpResult:
     """PDTP of the training records of ``spec`` on ``data`` and the DTP-1 verdict (Long et al. 4.3-4.4, 5).
 
@@ -192,6 +197,8 @@ def pdtp(
     (``risk``: screened riskiest first, or ``row``); ``summary["complete"]`` is then False.
     ``trained`` is the shipped model (a skops file): checked to predict like A(T) on T
     (else InputError), then its probabilities stand for A(T)'s in every record's PDTP.
+    ``replicates`` ("MIN:MAX"), ``budget`` (fits) and ``error_control`` (bh, holm, record) set the
+    replicate engine, which ``engine="auto"`` picks when training is randomized (docs/randomness.md).
     """
     checks.check_operation(
         jobs=jobs, scheduler=scheduler, allow_import=allow_import, threshold=threshold, sample=sample,
@@ -204,6 +211,7 @@ def pdtp(
         threshold, records, sample, jobs, engine, backend=backend, queries=queries, gate=gate, noise_floor=noise_floor,
         fail_fast=fail_fast, order=order,
         trained=None if trained is None else str(trained),
+        replicates=replicates, budget=budget, error_control=error_control,
     )
     prep = prepared or prepare_pdtp(data, spec, options, allow_import)
     key = run_key("pdtp", spec.sha256(), prep.train.sha256, options_dict(options))

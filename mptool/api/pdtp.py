@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mptool.api.randomized import REPLICATE_COLUMNS, choose_engine, replicate_block, replicate_table, replicate_verdict
 from mptool.inputs.fingerprint import fingerprints, identity, run_key
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, select_engine
@@ -79,6 +80,9 @@ class PdtpOptions:
     fail_fast: bool = False  # refit engine: stop at the first confirmed violator (in refit order)
     order: str = "risk"  # refit engine: "risk" (screened riskiest first) or "row"
     trained: str | None = None  # a skops file: the shipped model, checked to be A(T), stands for A(T)
+    replicates: str | None = None  # replicate engine: "MIN:MAX" replicates per record (None: 4:32)
+    budget: int | None = None  # replicate engine: most fits (replicates of T and of T minus t); None: no limit
+    error_control: str = "bh"  # replicate engine: bh (FDR), holm (FWER) or record (per record)
 
 
 @dataclass
@@ -343,14 +347,17 @@ def run_pdtp(
     key = run_key()  # before any fit: an empty MPTOOL_FINGERPRINT_KEY stops the run here; unset: no fingerprints
     t_key = time.perf_counter()
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
-    engine = select_engine(options.engine, spec, prep.template)
+    engine = select_engine(options.engine, spec, prep.template, replicates=True)
     t_fit0 = time.perf_counter()
     full_model = fit_checked(prep.template, T)
     shipped = {k: v for k, v in prep.trained.items() if k != "model"} if prep.trained is not None else None
+    engine, randomness = choose_engine(prep, options, engine, full_model)
     t_fit = time.perf_counter()
     workers = pdtp_workers(prep, options, engine, len(positions), t_fit - t_fit0)
     jobs = workers["workers"]
     request = loo_request(prep, options, positions, full_model, jobs, checkpoint)
+    if engine.name == "replicates":
+        return run_randomized(prep, options, engine, request, randomness, key, progress, (t0, t_fit))
     result = run_engine(engine, request, progress)
     requested = len(positions)
     request, result, stopped = keep_reported(request, result)
@@ -381,6 +388,7 @@ def run_pdtp(
     summary.update(
         {
             "engine": result.engine,
+            "randomness": randomness,
             "dtp": dtp_summary,
             "noise_floor": noise,
             **run_facts(prep, full_model, jobs),
@@ -432,3 +440,71 @@ def _noise_floor(
                 prep.spec.output.bin_size, request.jobs, request.backend, advance, prep.spec.output.release,
             )
     return floor_summary(floor, dependence, T.rows, gated, options.gate, options.threshold)
+
+
+def run_randomized(
+    prep: Prepared, options: PdtpOptions, engine: Any, request: LooRequest, randomness: dict[str, Any], key: Any,
+    progress: Callable[[int, str], AbstractContextManager[Callable[[int], None]]], times: tuple[float, float],
+) -> PdtpOutcome:
+    """The audit of a randomized A with the replicate engine (:mod:`mptool.api.randomized`): table and summary.
+
+    The noise floor (a row moved) is not measured by default: each record's bounds and its
+    ``sd_full`` replace it; an explicit ``--noise-floor K`` still measures it, with a deprecation note.
+    ``--queries`` and the family bounds (``dtp_upper``) need single models and are left empty.
+    """
+    t0, t_fit = times
+    spec, T = prep.spec, prep.train
+    requested = len(request.positions)
+    result = run_engine(engine, request, progress)
+    stopped = None
+    if result.done is not None:
+        stopped = int(request.positions[result.stopped_at]) if result.stopped_at is not None else None
+        request = replace(request, positions=request.positions[result.done])
+    positions = request.positions
+    t_loo = time.perf_counter()
+    table = replicate_table(prep, positions, result, options)
+    n = len(table)
+    table["dtp_upper"], table["dtp_upper_binned"] = np.full(n, np.nan), np.full(n, np.nan)
+    table["dtp_upper_vacuous"] = np.full(n, None, dtype=object)
+    notes = list(prep.notes)
+    noise: dict[str, Any] = {"records": 0, "note": "replaced by the replicate engine: each record's bounds "
+                             "(pdtp_low, pdtp_high) and sd_full measure the training randomness"}
+    t_noise = time.perf_counter()
+    if options.noise_floor:
+        notes.append("--noise-floor is deprecated for randomized training: the replicate engine's bounds replace "
+                     "it (measured anyway, as asked)")
+        gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
+        noise, above = _noise_floor(prep, options, request, gated, progress, stopped is not None)
+        if above is not None:
+            table["above_noise_floor"] = above
+    t_noise = time.perf_counter() - t_noise
+    if options.queries != "self":
+        notes.append("--queries: not computed with the replicate engine (one refit per query set measures the "
+                     "training randomness as much as the record)")
+    table["fingerprint"] = fingerprints(T.take(positions), key)
+    summary: dict[str, Any] = summarize(table["pdtp"], options.threshold, table["pdtp_raw"], options.gate)
+    summary = replicate_verdict(summary, result.decisions)
+    summary.update({
+        "engine": result.engine,
+        "randomness": randomness,
+        "replicates": replicate_block(result, options),
+        "dtp": {"upper_bound": {"kind": "none", "why": "no family bound for a randomized training algorithm"}},
+        "noise_floor": noise,
+        **run_facts(prep, request.full_model, request.jobs),
+        **release_summary(spec.output.release, len(prep.classes)),
+        "timings": {
+            "fit_full_s": round(t_fit - t0, 4),
+            "leave_one_out_s": round(t_loo - t_fit, 4),
+            "noise_floor_s": round(t_noise, 4),
+            "total_s": round(time.perf_counter() - t0, 4),
+        },
+        "manifest": manifest(spec.sha256(), T.sha256, spec.seed, T.source),
+        "identity": identity(T, key, spec.output.bin_size),
+        "columns": {**REPLICATE_COLUMNS},
+    })
+    summary["replicates"]["notes"] = notes[len(prep.notes):]
+    summary.update(coverage(options, T, result, stopped, requested, summary["violations"]))
+    if summary.get("sample") and summary["undecided"]:
+        summary["sample"]["fraction_upper_95"] = None
+        summary["sample"]["method"] = "none: records are undecided, so the count of violations is not known"
+    return PdtpOutcome(table=table, summary=summary, notes=notes)

@@ -122,7 +122,9 @@ ThresholdOpt = Annotated[float, typer.Option(help="DTP-1 threshold on PDTP (log-
 TrainSizeOpt = Annotated[int | None, typer.Option(help="Override data.train_size.")]
 SeedOpt = Annotated[int | None, typer.Option(help="Override the spec's seed.")]
 BinSizeOpt = Annotated[float | None, typer.Option(help="Override output.bin_size (0 = no binning).")]
-EngineOpt = Annotated[str, typer.Option(help="Leave-one-out engine: auto, exact or refit.")]
+EngineOpt = Annotated[
+    str, typer.Option(help="Leave-one-out engine: auto, exact or refit (pdtp also replicates: randomized training).")
+]
 AllowImportOpt = Annotated[
     list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
 ]

@@ -214,11 +214,15 @@ def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcom
         name += " (new or worse than the baseline, not waived)" if "path" in outcome.block else " (not waived)"
         message = ui.safe_line(gate_line(outcome), None)
     else:
-        bad = table[table[col] > summary["threshold"]].sort_values([col, "row"], ascending=[False, True])
+        above = table["violation"].map(lambda v: v is True) if summary.get("replicates") else table[col] > summary[
+            "threshold"]  # the replicate engine: records decided above (docs/randomness.md)
+        bad = table[above].sort_values([col, "row"], ascending=[False, True])
         counted = [{"key": k, "row": int(r), "pdtp": float(p)}
                    for k, r, p in zip(keys[bad.index], bad["row"], bad[col], strict=True)]
         message = f"{len(counted)} of {summary['n']} records above the threshold; max PDTP {summary['max']:.4f}"
-    failed = (outcome.verdict if outcome is not None else summary["verdict"]) == "fail"
+        if summary.get("replicates"):
+            message += f"; {summary['undecided']} undecided (not established)"
+    failed = (outcome.verdict if outcome is not None else summary["verdict"]) != "pass"  # undecided fails closed
     details = message + ("\n" + record_lines(counted, id_column) if counted else "")
     return [GateCase(name, "mptool.pdtp", failed, message if failed else "", details if failed else "",
                      seconds=float(summary["timings"]["total_s"]), evidence=tuple(evidence(summary, outcome)))]

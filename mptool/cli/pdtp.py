@@ -58,9 +58,30 @@ def noise_floor_clause(summary: dict) -> str:
     )
 
 
+def replicate_verdict_line(summary: dict) -> str:
+    """The verdict of a randomized audit (replicate engine): decided violations, decided below, undecided.
+
+    Never a bare "holds" while a record is undecided: that verdict reads "not established".
+    """
+    rep = summary["replicates"]
+    thr = f"{summary['threshold']:g}{', gate raw' if summary.get('gate') == 'raw' else ''}"
+    head = {"fail": "DTP-1 VIOLATED", "pass": "DTP-1 holds"}.get(summary["verdict"], "DTP-1 not established")
+    budget = ", budget spent" if rep["budget_exhausted"] else ""
+    release = f"; {summary['release_note']}" if summary.get("release_note") else ""
+    return (
+        f"{head}: {summary['violations']} of {summary['n']} records decided above {thr} beyond training randomness, "
+        f"{summary['decided_below']} decided below, {summary['undecided']} undecided (max estimate "
+        f"{summary['max']:.4f}; {int(100 * rep['confidence'])}% confidence, error control {rep['error_control']}: "
+        f"{rep['error_control_means']}); engine replicates ({rep['replicates_min']}-{rep['replicates_max']} "
+        f"replicates, {rep['fits']} fits{budget}){release}, {summary['timings']['total_s']:.2f}s"
+    )
+
+
 def verdict_line(summary: dict) -> str:
     """The one-line DTP-1 verdict: max, threshold, violations (+ bin-edge clause, + noise-floor clause,
     + the release policy and what of it was measured, :func:`mptool.privacy.release.measured_note`)."""
+    if summary.get("replicates"):
+        return replicate_verdict_line(summary)
     raw = summary.get("gate") == "raw"
     gate = ", gate raw" if raw else ""
     release = f"; {summary['release_note']}" if summary.get("release_note") else ""
@@ -107,9 +128,11 @@ def qualified_verdict(summary: dict, line: str) -> str:
             f"{stopped['after']} of {stopped['of']} refits; --fail-fast)",
             1,
         )
+    if summary.get("verdict") == "undecided" and sample and sample["k"] < sample["n_train"]:
+        return f"{line}; sample of {sample['k']} of {sample['n_train']} records (no bound while records are undecided)"
     if not sample or sample["k"] >= sample["n_train"]:
         n, n_train = summary.get("n", 0), summary.get("n_train", 0)
-        if summary["verdict"] == "fail" or n >= n_train:
+        if summary["verdict"] != "pass" or n >= n_train:
             return line
         return line.replace(  # --records: a few chosen records say nothing about the rest of T
             "DTP-1 holds",
@@ -136,11 +159,15 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
     if quiet:
         ui.echo(line, limit=None)
         return
+    if summary.get("replicates"):
+        print_replicate_table(table)
     from rich.table import Table
 
     out_console = ui.out_console
     key = "pdtp_raw" if summary.get("gate") == "raw" else "pdtp"
     top = table.sort_values([key, "row"], ascending=[False, True]).head(10)
+    if summary.get("replicates"):
+        top = top.iloc[:0]
     t = Table(title="Riskiest records", title_justify="left")
     cols = ("row", *(["id"] if "id" in table else []), "label", "pdtp", "pdtp_raw", "worst_class", "p_full", "p_loo")
     for col in (*cols, "note"):
@@ -150,7 +177,8 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
         cells += [ui.cell(r["label"]), f"{r['pdtp']:.4f}", f"{r['pdtp_raw']:.4f}", ui.cell(r["worst_class"])]
         cells += [f"{r['p_full']:.3f}", f"{r['p_loo']:.3f}", "bin edge" if r["bin_edge"] else ""]
         t.add_row(*cells)
-    out_console.print(t)
+    if not summary.get("replicates"):
+        out_console.print(t)
     s = summary
     out_console.print(
         f"records {s['n']} (of T={s['n_train']}), mean {s['mean']:.4f}, median {s['median']:.4f}, "
@@ -158,9 +186,25 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
         f"(bin-edge steps {s['violations_bin_edge']}), raw {s['violations_raw']}",
         markup=False,
     )
-    out_console.print(ui.safe_line(noise_floor_line(summary)), markup=False, highlight=False)
+    if not summary.get("replicates"):
+        out_console.print(ui.safe_line(noise_floor_line(summary)), markup=False, highlight=False)
     style = "bold red" if verdict == "fail" else "bold yellow" if "not established" in line else "bold green"
     out_console.print(ui.safe_line(line, None), style=style)
+
+
+def print_replicate_table(table) -> None:
+    """The ten riskiest records of a randomized audit: estimate, bounds, decision, replicates, spread."""
+    from rich.table import Table
+
+    top = table.sort_values(["pdtp_low", "row"], ascending=[False, True]).head(10)
+    t = Table(title="Riskiest records (influence beyond training randomness)", title_justify="left")
+    for col in ("row", "label", "pdtp", "95% bounds", "violation", "replicates", "sd_full"):
+        t.add_column(col, justify="left" if col in ("label", "violation") else "right")
+    for _, r in top.iterrows():
+        t.add_row(ui.cell(r["row"]), ui.cell(r["label"]), f"{r['pdtp']:.4f}",
+                  f"[{r['pdtp_low']:.3f}, {r['pdtp_high']:.3f}]", str(r["violation"]), str(r["replicates"]),
+                  f"{r['sd_full']:.4f}")
+    ui.out_console.print(t)
 
 
 # pdtp's own flags, declared once here so that the command's signature reads as a list of flags.
@@ -213,6 +257,19 @@ JsonRecordsOpt = Annotated[
     bool, typer.Option("--json-records", help="Also put every record in pdtp.json (by default only in pdtp.csv).")
 ]
 ForceOpt = Annotated[bool, typer.Option(help="Overwrite results already in --out.")]
+ReplicatesOpt = Annotated[
+    str | None,
+    typer.Option(help="Randomized training (replicate engine): MIN:MAX training replicates per record, MIN "
+                 "first, doubled for records still undecided [default: 4:32]."),
+]
+BudgetOpt = Annotated[
+    int | None, typer.Option(help="Replicate engine: at most this many fits; records left undecided say so.")
+]
+ErrorControlOpt = Annotated[
+    str,
+    typer.Option("--error-control", help="Replicate engine: error control across records: bh (false-discovery "
+                 "rate, Benjamini-Hochberg), holm (family-wise) or record (per record); 5% each."),
+]
 
 
 PDTP_HELP = """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
@@ -225,6 +282,12 @@ measured), fingerprint, [baseline_status, baseline_pdtp] (with --baseline), [wai
 --json-records). DATA may be CSV, CSV.gz or Parquet (see
 data.read in the spec). With no arguments, audits the bundled UCI Adult data with
 configs/adult-nb.yaml.
+
+Randomized training (a network, a forest, bagged boosting): --engine auto refits A(T) with
+another seed and with T's rows permuted; when a prediction changes it audits with replicates
+(docs/randomness.md): pdtp is then the PDTP of the expected prediction, violation is True,
+False or undecided (exit 1 unless every record is decided below), and pdtp_low, pdtp_high,
+replicates and sd_full are added; --replicates MIN:MAX, --budget FITS and --error-control set it.
 
 With --baseline, only records new or worse than the baseline run count (exit 1); with
 --waivers, waived records do not count until their waiver expires; pdtp.json then has a
@@ -263,6 +326,9 @@ def pdtp(
     baseline_tolerance: ci.ToleranceOpt = ci.DEFAULT_TOLERANCE,
     waivers: ci.WaiversOpt = None,
     format: ci.FormatOpt = "csv",
+    replicates: ReplicatesOpt = None,
+    budget: BudgetOpt = None,
+    error_control: ErrorControlOpt = "bh",
 ) -> int:
     """``mptool pdtp`` (help: :data:`PDTP_HELP`): flags checked, the API's pdtp run, its files and verdict.
 
@@ -289,6 +355,7 @@ def pdtp(
     options = PdtpOptions(
         threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries, gate=gate,
         noise_floor=noise_floor, fail_fast=fail_fast, order=order, trained=None if trained is None else str(trained),
+        replicates=replicates, budget=budget, error_control=error_control,
     )
     gate_inputs = ci.read_gate_inputs(baseline, waivers, baseline_tolerance)  # also MPTOOL_FINGERPRINT_KEY
     inputs = {"the data file": data_path, "the spec": spec_path, "the --queries file": queries,
@@ -300,6 +367,7 @@ def pdtp(
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
     t_read = time.perf_counter() - t_read
     ci.check_before_work(prep, gate_inputs, engine)
+    check_randomized_flags(prep, options, gate_inputs, formats)
     for note in prep.notes:
         ui.warn(note)
     start = f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}"
@@ -309,8 +377,35 @@ def pdtp(
         queries=queries, gate=gate, noise_floor=noise_floor, backend=backend, scheduler=scheduler, trained=trained,
         progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep, fail_fast=fail_fast, order=order,
+        replicates=replicates, budget=budget, error_control=error_control,
     )
+    from mptool.api.randomized import randomness_line
+
+    line = randomness_line(result.summary.get("randomness") or {}, result.summary["engine"])
+    if line:
+        ui.info(line, quiet)
+    for note in (result.summary.get("replicates") or {}).get("notes", []):
+        ui.warn(note)
     return finish_pdtp(result, spec, out_dir, opener, gate_inputs, formats, json_records, quiet, t_read)
+
+
+def check_randomized_flags(prep: Any, options: Any, gate_inputs: Any, formats: tuple[str, ...]) -> None:
+    """Refuse, before the audit, what the replicate engine cannot honour: --baseline/--waivers and --trained.
+
+    The baseline and waiver gates compare single-refit PDTP across runs; a shipped model is one
+    draw of a randomized A, not A.
+    """
+    from mptool.api.randomized import uses_replicates
+
+    if not uses_replicates(prep, options):
+        return
+    why = "--engine replicates" if options.engine == "replicates" else "training is randomized (replicate engine)"
+    if gate_inputs.active:
+        raise InputError(f"--baseline/--waivers cannot be used when {why}: they compare single-refit PDTP; "
+                         "drop them, or use --engine refit for today's paired refit")
+    if options.trained is not None:
+        raise InputError(f"--trained cannot be used when {why}: a shipped model is one draw of the randomized "
+                         "training, not A(T); drop --trained")
 
 
 def check_pdtp_cli_flags(
@@ -370,4 +465,4 @@ def finish_pdtp(
         ui.info(workers_line(workers, "the refits"), quiet)
     ui.info(f"results: {out_dir / 'pdtp.csv'}, {out_dir / 'pdtp.json'}", quiet)
     verdict = outcome.verdict if outcome is not None else result.verdict
-    return EXIT_FINDING if verdict == "fail" else EXIT_OK
+    return EXIT_OK if verdict == "pass" else EXIT_FINDING  # "undecided" (replicate engine) fails closed

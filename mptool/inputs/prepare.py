@@ -37,6 +37,7 @@ class Prepared:
     classes: np.ndarray  # classes of T, in label order: the output columns
     kind_notes: tuple[str, ...] = ()  # how A uses the columns, where it is not plain (models.kind_notes)
     trained: dict[str, Any] | None = None  # --trained: the artefact checked to be A(T) (inputs.trained.compare_to_spec)
+    randomness: Any = None  # pdtp: loo.randomness.Randomness, when detected before the audit (api.randomized)
 
     @property
     def notes(self) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from mptool.loo.knn import KnnEngine
 from mptool.loo.linear import NewtonLogisticEngine
 from mptool.loo.naive_bayes import NaiveBayesEngine
 from mptool.loo.refit import RefitEngine
+from mptool.loo.replicates import ReplicateEngine
 from mptool.runtime.errors import InputError
 
 __all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", "engine_reasons", "EXACT_ENGINES"]
@@ -21,18 +22,24 @@ __all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", 
 EXACT_ENGINES: list[Engine] = [NaiveBayesEngine(), KnnEngine(), NewtonLogisticEngine()]
 
 
-def select_engine(choice: str, spec: Spec, template: Any) -> Engine:
-    """The engine for ``--engine auto|exact|refit``.
+def select_engine(choice: str, spec: Spec, template: Any, replicates: bool = False) -> Engine:
+    """The engine for ``--engine auto|exact|refit|replicates``.
 
     auto: the first exact engine that accepts the spec, else refit. exact: that engine or
     InputError with the reasons of the engines written for this estimator (an engine that
     does not handle it says "<Estimator> is not ..."), or every reason if none is. refit:
-    always the refit engine.
+    always the refit engine. replicates (only where ``replicates`` is True, i.e. ``pdtp``): the
+    replicate engine (:mod:`mptool.loo.replicates`; auto switches to it when the audit detects
+    training randomness, :mod:`mptool.api.randomized`).
     """
-    if choice not in ("auto", "exact", "refit"):
-        raise InputError(f"--engine must be auto, exact or refit (got '{choice}')")
+    if choice not in ("auto", "exact", "refit", "replicates"):
+        raise InputError(f"--engine must be auto, exact, refit or replicates (got '{choice}')")
     if choice == "refit":
         return RefitEngine()
+    if choice == "replicates":
+        if not replicates:
+            raise InputError("--engine replicates is for mptool pdtp only; use auto, exact or refit here")
+        return ReplicateEngine()
     reasons, own = [], []
     est = template.steps[-1][1] if isinstance(template, Pipeline) else template
     for engine in EXACT_ENGINES:

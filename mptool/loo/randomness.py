@@ -1,0 +1,135 @@
+"""Does A(T) depend on training randomness? Detected by refitting, for any estimator.
+
+Before an audit that would refit per record, A(T) is trained again (1) with the same inputs,
+(2) with every ``random_state`` of the pipeline set to another seed and (3) on T's rows in a
+seeded random order (and, when that changed nothing, in reverse order; not for estimators that
+``privacy.noise.order_dependence`` knows to depend on the rows only as a set or through their
+relative order, which removing t keeps, e.g. k-NN's tie rule), and each model's
+``predict_proba`` on T is compared with A(T)'s. Two predictions count as equal when every
+probability agrees to ``RTOL`` relative (1e-12: float sums taken in another row order differ in
+the last bits, nothing else does). A source whose refit
+changes a prediction is a source of randomness: the audit then estimates each record's influence
+beyond it (:mod:`mptool.loo.replicates`); with none, today's paired refit is exact.
+
+The seeds and orders of the replicates are derived here too, from the spec's seed and the
+replicate index through :class:`numpy.random.SeedSequence`, so no result depends on ``--jobs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+
+from mptool.inputs.models import fit, proba_in
+from mptool.privacy.noise import order_dependence
+
+#: Relative tolerance of "the same prediction" (stated in pdtp.json).
+RTOL = 1e-12
+#: SeedSequence tags: the replicates' seeds, their row orders, and the detection's draws.
+_SEED_TAG, _ORDER_TAG, _DETECT_TAG = 0x5EED, 0x0DE5, 0xDE7E
+
+
+@dataclass(frozen=True)
+class Randomness:
+    """Which sources of training randomness change A(T)'s predictions on T.
+
+    ``seed``/``order``/``repeat``: True when refitting with another seed / another row order /
+    the same inputs changed a prediction; ``seed`` is None when the pipeline has no
+    ``random_state`` to vary. ``max_change`` is the largest absolute change of a probability.
+    """
+
+    seed: bool | None
+    order: bool
+    repeat: bool
+    max_change: float
+    order_why: str = ""  # why the row order was not refitted (an estimator known to be exactly paired)
+
+    @property
+    def randomized(self) -> bool:
+        return bool(self.seed) or self.order or self.repeat
+
+    @property
+    def sources(self) -> str:
+        """``seed``, ``row order``, ``seed and row order``, ``unseeded`` or ``none``."""
+        if self.repeat:
+            return "unseeded (the same inputs gave another model)"
+        if self.seed and self.order:
+            return "seed and row order"
+        return "seed" if self.seed else "row order" if self.order else "none"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "checked": True,
+            "randomized": self.randomized,
+            "sources": self.sources,
+            "seed": self.seed,
+            "row_order": self.order,
+            "repeat": self.repeat,
+            "max_change": self.max_change,
+            **({"row_order_not_checked": self.order_why} if self.order_why else {}),
+            "rtol": RTOL,
+            "method": "A(T) refitted with another seed, with T's rows permuted and as is; predict_proba on T "
+            f"compared with A(T)'s to {RTOL:g} relative",
+        }
+
+
+def seed_keys(template: Any) -> list[str]:
+    """The ``random_state`` parameters of ``template`` (pipeline steps and nested estimators included)."""
+    return sorted(k for k in template.get_params(deep=True) if k == "random_state" or k.endswith("__random_state"))
+
+
+def with_seed(template: Any, seed: int) -> Any:
+    """An unfitted copy of ``template`` with every ``random_state`` set to ``seed``."""
+    model = clone(template)
+    keys = seed_keys(model)
+    if keys:
+        model.set_params(**{k: int(seed) for k in keys})
+    return model
+
+
+def replicate_seed(spec_seed: int, r: int) -> int:
+    """The ``random_state`` of replicate ``r`` (SeedSequence of the spec's seed, a tag and r)."""
+    return int(np.random.SeedSequence([int(spec_seed), _SEED_TAG, int(r)]).generate_state(1)[0] % (2**31 - 1))
+
+
+def replicate_order(spec_seed: int, r: int, n: int) -> np.ndarray:
+    """The row order of T in replicate ``r``: a permutation of ``n`` positions drawn from its own SeedSequence."""
+    return np.random.default_rng(np.random.SeedSequence([int(spec_seed), _ORDER_TAG, int(r)])).permutation(n)
+
+
+def _changed(a: np.ndarray, b: np.ndarray) -> tuple[bool, float]:
+    diff = np.abs(a - b)
+    return bool(np.any(diff > RTOL * np.maximum(np.abs(a), np.abs(b)))), float(diff.max()) if diff.size else 0.0
+
+
+def detect(template: Any, full_model: Any, X: pd.DataFrame, y: np.ndarray, classes: np.ndarray,
+           spec_seed: int) -> Randomness:
+    """Refit A(T) three times (as is, another seed, rows permuted) and compare predictions on T with A(T)'s."""
+    base = proba_in(full_model, X, classes)
+    rng = np.random.default_rng(np.random.SeedSequence([int(spec_seed), _DETECT_TAG]))
+    other = int(rng.integers(1, 2**31 - 1))
+    other = other + 1 if other == spec_seed else other
+    perm = rng.permutation(len(y))
+    repeat, c0 = _changed(base, proba_in(fit(template, X, y), X, classes))
+    seed: bool | None = None
+    c1 = 0.0
+    if seed_keys(template):
+        seed, c1 = _changed(base, proba_in(fit(with_seed(template, other), X, y), X, classes))
+    known = order_dependence(template)
+    if known.dependent is False:  # e.g. k-NN's tie rule: relative row order, which removing t keeps
+        return Randomness(seed, False, repeat, max(c0, c1), known.reason)
+    order, c2 = _changed(base, proba_in(fit(template, X.iloc[perm], y[perm]), X, classes))
+    if not order:  # one random order can leave an order statistic unchanged by chance: try the reverse too
+        back = np.arange(len(y))[::-1]
+        order, c3 = _changed(base, proba_in(fit(template, X.iloc[back], y[back]), X, classes))
+        c2 = max(c2, c3)
+    return Randomness(seed, order, repeat, max(c0, c1, c2))
+
+
+def not_checked(why: str) -> dict[str, Any]:
+    """The ``randomness`` block of pdtp.json when no detection ran (an exact engine, or ``--engine refit``)."""
+    return {"checked": False, "why": why}
