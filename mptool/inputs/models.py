@@ -25,7 +25,7 @@ from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.inputs.data import Schema
 from mptool.inputs.dp_nb import DPCategoricalNB
-from mptool.inputs.neighbors import TieStableKNeighborsClassifier
+from mptool.inputs.neighbors import OrderFreeStandardScaler, TieStableKNeighborsClassifier
 from mptool.inputs.spec import ModelSpec, Spec
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
@@ -271,7 +271,8 @@ def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipel
       ``min_categories`` set to the domain sizes so Laplace smoothing counts every value.
     - ``auto`` otherwise: categoricals and binned numerics one-hot over their fixed
       domains; other numerics median-imputed where needed and standardised (min-max scaled
-      into [0, 1] for MultinomialNB, which needs non-negative inputs).
+      into [0, 1] for MultinomialNB, which needs non-negative inputs; for k-NN by
+      :class:`~mptool.inputs.neighbors.OrderFreeStandardScaler`, independent of T's row order).
     """
     from sklearn.naive_bayes import CategoricalNB, MultinomialNB
 
@@ -310,7 +311,10 @@ def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipel
         parts.append(("bins", make_pipeline(enc, onehot), [c.name for c in binned]))
     nums = [c for c in schema.columns if c.kind == "numeric" and c.name not in spec.model.bins]
     if nums:
-        scaler = MinMaxScaler(clip=True) if isinstance(est, MultinomialNB) else StandardScaler()
+        # k-NN: a scaler fitted in a canonical row order, so identical records' T \\ {t} scale alike (its ties
+        # are exact comparisons of distances; mptool.inputs.neighbors)
+        scaler = (MinMaxScaler(clip=True) if isinstance(est, MultinomialNB) else OrderFreeStandardScaler()
+                  if isinstance(est, TieStableKNeighborsClassifier) else StandardScaler())
         steps = [SimpleImputer(strategy="median")] if any(c.has_missing for c in nums) else []
         parts.append(("numeric", make_pipeline(*steps, scaler), [c.name for c in nums]))
     return Pipeline([("pre", ColumnTransformer(parts, sparse_threshold=0.0)), ("clf", est)])
