@@ -460,7 +460,8 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print_table(rows)
     print()
-    print(f"The paper averages over {TARGETS} targets; mptool over all of D (NB, LR). Spread of a {TARGETS}-target mean:")
+    print(f"The paper averages over {TARGETS} targets; mptool over all of D (NB, LR). "
+          f"Spread of a {TARGETS}-target mean:")
     print_sampling(rows, 0)
     print()
     print(f"Sensitivity (exact engines, {args.sensitivity_iterations} iterations each):")

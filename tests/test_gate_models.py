@@ -61,3 +61,134 @@ def test_gate_d_identical_records_with_standardised_numerics_refit(seed: int) ->
     for k in (3, 5):
         pdtp, rows = knn_pdtp(df, {"n_neighbors": k}, "auto", RefitEngine())
         assert unequal_groups(df, pdtp, rows) == 0, k
+
+
+# --- item 1: what the leave-one-out would refuse after the work is refused before it, by check and pdtp ---
+
+
+def small_csv(d: Path, frame: pd.DataFrame | None = None) -> Path:
+    path = d / "d.csv"
+    (mixed_frame(30, seed=5) if frame is None else frame).to_csv(path, index=False)
+    return path
+
+
+def one_of_a_class(d: Path) -> Path:
+    """30 rows, label 'no' but for one 'yes' (CSV row 17): T minus that record has one class."""
+    df = mixed_frame(30, seed=5)
+    df["label"] = "no"
+    df.loc[17, "label"] = "yes"
+    return small_csv(d, df)
+
+
+REFUSED_BEFORE = {
+    # id: (estimator, params, data maker, extra pdtp flags, fragments of the one line)
+    "gate-d-1 knn n_neighbors = |T|": ("knn", {"n_neighbors": 30}, small_csv, (),
+                                       ["n_neighbors is 30", "|T| - 1 = 29 records", "at most 29"]),
+    "gate-d-2 refit without the only record of a class": (
+        "sklearn.svm.SVC", {"probability": True}, one_of_a_class, ("--engine", "refit"),
+        ["without CSV row 17 failed", "greater than one"]),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_BEFORE), ids=[c.split()[0] for c in REFUSED_BEFORE])
+def test_gate_d_check_refuses_what_pdtp_refuses(tmp_path: Path, case: str) -> None:
+    """check used to say ok and pdtp to stop after A(T) and its first refits; both now stop first, alike."""
+    est, params, data, extra, fragments = REFUSED_BEFORE[case]
+    csv, spec = data(tmp_path), write_spec(tmp_path / "s.yaml", est, model={"params": params})
+    before = snapshot(tmp_path)
+    checked = assert_refused(without_warnings(run_cli("check", csv, "--model", spec, *extra)), fragments, tmp_path,
+                             before)
+    ran = assert_refused(without_warnings(run_cli(*pdtp_args(tmp_path, csv, spec, "-q", *extra))), fragments,
+                         tmp_path, before)
+    assert checked == ran
+
+
+def without_warnings(res):
+    """``res`` without stderr's warning lines (gate-d-2's data warns of the lone record before the error)."""
+    kept = [ln for ln in res.stderr.splitlines() if not ln.startswith("mptool: warning:")]
+    return type(res)(res.code, res.stdout, "\n".join(kept))
+
+
+def test_gate_d_audited_records_decide_the_refit_check(tmp_path: Path) -> None:
+    """The trial refit removes an audited record: with --records that leave out the lone 'yes', pdtp runs."""
+    csv = one_of_a_class(tmp_path)
+    spec = write_spec(tmp_path / "s.yaml", "sklearn.svm.SVC", model={"params": {"probability": True}})
+    res = run_cli(*pdtp_args(tmp_path, csv, spec, "--records", "0,1,2", "--engine", "refit", "-q"))
+    assert res.code in (0, 1), res.stderr
+
+
+def test_gate_d_check_times_knn_with_more_neighbours_than_its_timing_subset(tmp_path: Path) -> None:
+    """k = 110 on |T| = 150: the timing subset grows to k + 1 records (it was 100: check failed, pdtp ran)."""
+    csv = small_csv(tmp_path, mixed_frame(150, seed=2))
+    spec = write_spec(tmp_path / "s.yaml", "knn", model={"params": {"n_neighbors": 110}, "preprocess": "none"},
+                      data={"drop": ["color", "size"]})
+    res = run_cli("check", csv, "--model", spec)
+    assert res.code == 0 and "engine: exact-knn" in res.stdout, res.stderr
+
+
+# --- item 2: the classifier interface is checked on A(T), before any refit ---
+
+CUSTOM = '''
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.naive_bayes import GaussianNB
+
+
+class Base(ClassifierMixin, BaseEstimator):
+    def fit(self, X, y):
+        self.m_ = GaussianNB().fit(X, y)
+        self.classes_ = self.m_.classes_
+        return self
+
+    def predict_proba(self, X):
+        return self.m_.predict_proba(X)
+
+
+class NoPredict(Base):
+    pass
+
+
+class PredictBroken(Base):
+    def predict(self, X):
+        return self.never_set_.predict(X)
+
+
+class OtherClasses(Base):
+    def fit(self, X, y):
+        super().fit(X, y)
+        self.classes_ = np.array(["cat", "dog"], dtype=object)
+        return self
+
+    def predict(self, X):
+        return self.m_.predict(X)
+
+
+class NarrowProba(Base):
+    def predict(self, X):
+        return self.m_.predict(X)
+
+    def predict_proba(self, X):
+        return self.m_.predict_proba(X)[:, :1]
+'''
+
+INTERFACE = {
+    "gate-d-3 no predict": ("NoPredict", ["has no predict method", "classifier interface"]),
+    "gate-d-4 predict fails after fit": ("PredictBroken", ["PredictBroken fitted on T fails to predict"]),
+    "gate-d-5 classes_ not T's classes": ("OtherClasses", ["classes_ (2) do not list each of the 2 classes"]),
+    "gate-d-6 predict_proba narrower than classes_": ("NarrowProba", ["predict_proba gives shape (1, 1)"]),
+}
+
+
+@pytest.mark.parametrize("case", list(INTERFACE), ids=[c.split()[0] for c in INTERFACE])
+def test_gate_d_custom_classifier_interface_exit_2(tmp_path: Path, monkeypatch, case: str) -> None:
+    """A custom classifier lacking part of the interface crashed with exit 3 after all its refits."""
+    cls, fragments = INTERFACE[case]
+    (tmp_path / "gate_d_custom.py").write_text(CUSTOM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    csv = small_csv(tmp_path)
+    spec = write_spec(tmp_path / "s.yaml", f"gate_d_custom.{cls}", model={"preprocess": "none"},
+                      data={"drop": ["color", "size"]})
+    before = snapshot(tmp_path)
+    for args in (("check", csv, "--model", spec), pdtp_args(tmp_path, csv, spec, "-q")):
+        res = run_cli(*args, "--allow-import", "gate_d_custom")
+        assert_refused(res, fragments, tmp_path, before)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from mptool.inputs.fingerprint import fingerprints, identity, run_key
 from mptool.inputs.prepare import Prepared, fit_checked
-from mptool.loo import LooRequest, select_engine
+from mptool.loo import LooRequest, check_before_work, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.dtp import bin_edge, pdtp_of, summarize
 from mptool.privacy.noise import (
@@ -330,7 +330,8 @@ def run_pdtp(
     key = run_key(prep.population)  # before any fit: an empty MPTOOL_FINGERPRINT_KEY stops the run here
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template)
-    full_model = fit_checked(prep.template, T)
+    full_model = fit_checked(prep.template, T)  # A(T), its classifier interface checked
+    check_before_work(engine, prep.template, T, prep.classes, positions)  # what the work would refuse after it
     shipped = {k: v for k, v in prep.trained.items() if k != "model"} if prep.trained is not None else None
     t_fit = time.perf_counter()
     jobs = resolve_jobs(options.jobs)

@@ -132,6 +132,11 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
             f"model.estimator '{name}' has no predict_proba; PDTP needs class probabilities: "
             "choose a probabilistic classifier (or enable its probability option)"
         )
+    if not callable(getattr(est, "predict", None)):
+        raise InputError(
+            f"model.estimator '{name}' has no predict method; mptool needs scikit-learn's classifier interface "
+            "(fit, predict, predict_proba and classes_)"
+        )
     _check_params(est, name)
     return EstimatorChoice(cls=cls, params=params, name=name)
 
@@ -389,13 +394,55 @@ def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) ->
 
 
 def proba_in(model: Any, X: pd.DataFrame, classes: np.ndarray) -> np.ndarray:
-    """``predict_proba`` with columns in the order of ``classes``; a class the model never saw gets 0."""
-    p = model.predict_proba(X)
-    seen = list(model.classes_)
+    """``predict_proba`` with columns in the order of ``classes``; a class the model never saw gets 0.
+
+    ValueError (a refit's failure, exit 2) when the model's ``classes_`` is missing, names a class
+    outside ``classes`` or does not match the width of ``predict_proba``'s output.
+    """
+    p = np.asarray(model.predict_proba(X), dtype=float)
+    seen = list(getattr(model, "classes_", None) if getattr(model, "classes_", None) is not None else ())
+    if p.ndim != 2 or p.shape != (len(X), len(seen)):
+        raise ValueError(f"predict_proba gave shape {p.shape} for {len(X)} row(s) and {len(seen)} classes_")
     if len(seen) == len(classes) and all(a == b for a, b in zip(seen, classes, strict=True)):
-        return np.asarray(p, dtype=float)
-    out = np.zeros((p.shape[0], len(classes)))
+        return p
     pos = {c: i for i, c in enumerate(classes)}
+    if any(c not in pos for c in seen) or len(set(seen)) != len(seen):
+        raise ValueError("the fitted model's classes_ are not among the training labels")
+    out = np.zeros((p.shape[0], len(classes)))
     for j, c in enumerate(seen):
         out[:, pos[c]] = p[:, j]
     return out
+
+
+def check_interface(model: Any, X: pd.DataFrame, y: np.ndarray) -> str | None:
+    """What a model fitted on (X, y) lacks of the classifier interface mptool uses, or None.
+
+    Checked once, on A(T), before any refit: ``classes_`` listing every class of ``y`` once,
+    ``predict_proba`` giving one finite row per record and one column per class of ``classes_``,
+    and ``predict`` giving one of those classes per record. Only the first record is asked.
+    """
+    est = model.steps[-1][1] if isinstance(model, Pipeline) else model
+    name = type(est).__name__
+    classes = getattr(est, "classes_", None)
+    if classes is None:
+        return f"{name} fitted on T has no classes_"
+    labels = set(np.asarray(y, dtype=object).tolist())
+    try:
+        listed = list(np.asarray(classes, dtype=object).ravel().tolist())
+        if len(set(listed)) != len(listed) or not labels <= set(listed):
+            return f"{name}'s classes_ ({len(listed)}) do not list each of the {len(labels)} classes it was fitted on"
+    except TypeError:
+        return f"{name}'s classes_ is not a list of classes"
+    for method in ("predict_proba", "predict"):
+        if not callable(getattr(model, method, None)):
+            return f"{name} fitted on T has no {method} method"
+    try:
+        p = np.asarray(model.predict_proba(X.iloc[:1]), dtype=float)
+        pred = np.asarray(model.predict(X.iloc[:1]), dtype=object).ravel()
+    except (AttributeError, ValueError, TypeError, IndexError, KeyError) as exc:
+        return f"{name} fitted on T fails to predict: {exc.__class__.__name__}"
+    if p.shape != (1, len(listed)) or not np.isfinite(p).all():
+        return f"{name}.predict_proba gives shape {p.shape} for 1 record and {len(listed)} classes_"
+    if pred.shape != (1,) or pred[0] not in labels:
+        return f"{name}.predict does not give one class of classes_ per record"
+    return None
