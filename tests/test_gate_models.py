@@ -192,3 +192,60 @@ def test_gate_d_custom_classifier_interface_exit_2(tmp_path: Path, monkeypatch, 
     for args in (("check", csv, "--model", spec), pdtp_args(tmp_path, csv, spec, "-q")):
         res = run_cli(*args, "--allow-import", "gate_d_custom")
         assert_refused(res, fragments, tmp_path, before)
+
+
+# --- item 4: dp_categorical_nb claims DTP <= epsilon only for a domain the spec declares ---
+
+
+def dp_bounds(df: pd.DataFrame, estimator: str, params: dict, preprocess: str = "auto", **data) -> tuple:
+    """mitigate's dp settings for a spec: their dtp_bound values and the plan's notes (no fit)."""
+    from mptool.api.mitigate import MitigateOptions, plan_settings
+
+    spec = parse_spec({"data": {"label": "label", "train_size": None, **data},
+                       "model": {"estimator": estimator, "params": params, "preprocess": preprocess},
+                       "output": {"bin_size": 0.01}, "seed": 0})
+    settings, notes = plan_settings(prepare(df, spec), MitigateOptions(defences=("dp",)))
+    return [s.dtp_bound for s in settings if s.family == "dp"], notes
+
+
+def coded_frame() -> pd.DataFrame:
+    rng = np.random.default_rng(3)
+    return pd.DataFrame({"a": rng.integers(0, 3, 40), "b": rng.integers(0, 4, 40),
+                         "label": np.where(rng.random(40) < 0.5, "no", "yes")})
+
+
+def test_gate_d_dp_domain_read_from_t_has_no_epsilon_claim() -> None:
+    """train_size null: categories and classes are read from T itself, so dtp_bound is empty and a note says why."""
+    bounds, notes = dp_bounds(mixed_frame(30, seed=5), "categorical_nb", {}, drop=["x1"])
+    assert bounds and all(b is None for b in bounds)
+    assert any("no DTP <= epsilon claim" in n and "T itself (train_size null)" in n for n in notes), notes
+
+
+def test_gate_d_dp_domain_declared_keeps_the_epsilon_claim() -> None:
+    """Codes with declared n_categories and classes (preprocess none): dtp_bound = epsilon, kept from the spec."""
+    params = {"epsilon": 1.0, "classes": ["no", "yes"], "n_categories": [3, 4]}
+    bounds, notes = dp_bounds(coded_frame(), "dp_categorical_nb", params, "none")
+    assert bounds == [0.5, 1.0, 2.0, 4.0, 8.0] and not any("no DTP" in n for n in notes), notes
+    bounds, notes = dp_bounds(coded_frame(), "dp_categorical_nb", {"epsilon": 1.0, "n_categories": [3, 4]}, "none")
+    assert all(b is None for b in bounds) and any("declare model.params.classes" in n for n in notes)
+
+
+def test_gate_d_dp_problem_names_each_undeclared_part() -> None:
+    from mptool.inputs.models import dp_domain_problem
+
+    df = coded_frame()
+    spec = parse_spec({"data": {"label": "label", "train_size": 20},
+                       "model": {"estimator": "dp_categorical_nb", "params": {"classes": ["no", "yes"]},
+                                 "preprocess": "auto", "bins": {"a": [1, 2]}}, "seed": 0})
+    why = dp_domain_problem(spec, prepare(df, spec).train.schema)
+    assert why is not None and "'b'" in why and "the data file, which holds T" in why
+
+
+def test_gate_d_dp_class_set_lacking_in_t_refused_before_work(tmp_path: Path) -> None:
+    """gate-d-7: a declared class T lacks: exit 2 at the start (check and pdtp), the line names the declared set."""
+    csv = small_csv(tmp_path)
+    spec = write_spec(tmp_path / "s.yaml", "dp_categorical_nb",
+                      model={"params": {"epsilon": 1.0, "classes": ["no", "yes", "maybe"]}})
+    before = snapshot(tmp_path)
+    for args in (("check", csv, "--model", spec), pdtp_args(tmp_path, csv, spec, "-q")):
+        assert_refused(run_cli(*args), ["1 class(es) of its public class set (model.params.classes"], tmp_path, before)

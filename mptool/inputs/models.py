@@ -357,6 +357,32 @@ def _dp_domain(est: DPCategoricalNB, given: dict[str, Any], sizes: list[int]) ->
         )
 
 
+def dp_domain_problem(spec: Spec, schema: Schema) -> str | None:
+    """Why ``dp_categorical_nb``'s domain under ``spec`` is not public (None: every part is declared in the spec).
+
+    DTP <= epsilon (Long et al. Def. 4.1 via the Laplace mechanism, :mod:`mptool.inputs.dp_nb`)
+    holds for a domain fixed without looking at T. Declared: ``model.params.classes`` (the class
+    set) and, per feature, ``model.params.n_categories`` under ``preprocess: none`` (codes are the
+    values) or ``model.bins`` edges under ``auto``. Anything else -- a column's categories or
+    distinct values, the label's values -- is read from the data file, which with
+    ``train_size: null`` is T itself, and a category only t has then changes the model's shape.
+    Bin edges are taken as declared: edges computed from the data (``mptool init``'s quantiles)
+    are not public either, which mptool cannot see.
+    """
+    params = spec.model.params
+    read = "T itself (train_size null)" if spec.data.train_size is None else "the data file, which holds T"
+    if "classes" not in params:
+        return f"the class set is read from {read}; declare model.params.classes"
+    if spec.model.preprocess == "none":
+        return None if "n_categories" in params else (
+            f"the category codes are read from {read}; declare model.params.n_categories")
+    undeclared = [c.name for c in schema.columns if c.kind != "numeric" or c.name not in spec.model.bins]
+    if undeclared:
+        return (f"the categories of {ui.listing(undeclared, 3)} are read from {read}; declare the domain "
+                "(preprocess: none with model.params.n_categories, or model.bins edges)")
+    return None
+
+
 def classes_t_lacks(template: Any, classes: np.ndarray) -> int:
     """How many classes of a DP estimator's public class set are not among T's ``classes`` (0 otherwise).
 
@@ -373,8 +399,9 @@ def check_public_classes(template: Any, classes: np.ndarray) -> None:
     """Refuse (exit 2) a DP estimator whose public class set has a class T lacks (:func:`classes_t_lacks`)."""
     if (k := classes_t_lacks(template, classes)) > 0:
         raise InputError(
-            f"dp_categorical_nb: {k} class(es) of the label are not in T; its class set is every label value of "
-            "the CSV (public) and mptool reports T's classes: draw a larger T (data.train_size) or drop those rows"
+            f"dp_categorical_nb: {k} class(es) of its public class set (model.params.classes, else every label "
+            "value of the data file) are not in T, and mptool reports T's classes: draw a larger T "
+            "(data.train_size), drop those rows or leave them out of model.params.classes"
         )
 
 
