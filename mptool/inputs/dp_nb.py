@@ -38,7 +38,8 @@ DTP <= epsilon (``mptool mitigate``'s ``dtp_bound``) only for a domain the spec 
 (``model.params.classes`` and ``n_categories`` or ``model.bins`` edges;
 :func:`mptool.inputs.models.dp_domain_problem`), and edges computed from the data are not
 public either. A fit without them is refused rather than reading them off the training data.
-mptool reports T's classes, so a T lacking one of the CSV's label values is refused (mptool.inputs.models.check_public_classes).
+mptool reports T's classes, so a T lacking one of the CSV's label values is refused
+(mptool.inputs.models.check_public_classes).
 
 Why it matters for DTP: if A is epsilon-DP, then for every set S of models
 P[A(T) in S] <= e^epsilon P[A(T \\ {t}) in S]; integrating the non-negative bounded function
