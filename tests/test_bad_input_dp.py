@@ -80,6 +80,7 @@ def test_dp10_a_class_t_lacks_exits_2(tmp_path: Path) -> None:
     assert res.code == 2, res.stderr
     assert lines == ["mptool: error: dp_categorical_nb: 1 class(es) of its public class set (model.params.classes, "
                      "else every label value of the data file) are not in T, and mptool reports T's classes: draw a "
-                     "larger T (data.train_size), drop those rows or leave them out of model.params.classes"], res.stderr
+                     "larger T (data.train_size), drop those rows or leave them out of model.params.classes"], (
+        res.stderr)
     assert "Traceback" not in res.stderr and res.stdout == ""
     assert snapshot(tmp_path) == before, "a failed run wrote or changed files"
