@@ -34,6 +34,10 @@ nearly all of it the 368 network fits: about 4 minutes on an idle 2-core machine
 ``--jobs 2``, 12 minutes at load average 12; ``--nn-records 10`` halves the network part.
 
 Usage: /work/venv/bin/python benchmarks/bench_table2.py [--jobs 2] [--iterations 10] [--nn-records 25]
+
+``--quick`` runs every code path but the networks on the first ``QUICK_ROWS`` rows of Adult
+(D of ``QUICK_CANDIDATES`` records, one iteration): a smoke test (tests/test_configs_table2.py),
+not Table 2.
 """
 
 from __future__ import annotations
@@ -72,6 +76,10 @@ PAPER = {
 }
 CANDIDATES = 2000
 TARGETS = 100
+#: ``--quick``: the first rows of Adult read once, and the size of D drawn from them.
+QUICK_ROWS, QUICK_CANDIDATES = 1200, 120
+#: The data every config is prepared on: the bundled Adult file, or (``--quick``) a DataFrame of its first rows.
+SOURCE: dict[str, Any] = {"data": ADULT_CSV}
 #: A full-batch network at the paper's training accuracy: deterministic given T, so A(T) and
 #: A(T \\ {t}) are exactly paired (no minibatch order), unlike SGD or adam.
 LBFGS = {"hidden_layer_sizes": [64], "activation": "tanh", "solver": "lbfgs", "alpha": 10.0, "max_iter": 1000}
@@ -207,6 +215,11 @@ def check_weka_loo(D: Records, nb: WekaStyleNB, n: int = 40) -> float:
     return float(np.abs(fast - slow).max())
 
 
+def as_weka(raw: dict) -> None:
+    """adult-nb.yaml as Weka reads Adult: education-num numeric (the config lists it in data.categorical)."""
+    raw["data"].pop("categorical", None)
+
+
 def weka_encoded(pop: Records) -> tuple[Records, WekaStyleNB]:
     """``pop`` with categoricals as codes over their domain and numerics as numbers, and the NB for it."""
     cats = [c for c in pop.schema.columns if c.kind == "categorical"]
@@ -295,7 +308,7 @@ def load(name: str, edit: Any = None) -> tuple[Prepared, Records]:
     if edit is not None:
         raw = copy.deepcopy(raw)
         edit(raw)
-    prep = prepare(ADULT_CSV, parse_spec(raw))
+    prep = prepare(SOURCE["data"], parse_spec(raw))
     cand = np.sort(rng_for(prep.spec.seed, TAG_CANDIDATES).choice(prep.population.n, size=CANDIDATES,
                                                                     replace=False))
     return prep, prep.population.take(cand)
@@ -360,16 +373,27 @@ def print_sampling(rows: list[tuple[Row, RowResult]], seed: int) -> None:
               f"95% of random 100-record subsets {lo:.4f}-{hi:.4f} (all {len(r.avg_pdtp)}: {r.avg_pdtp.mean():.4f})")
 
 
-def sensitivity(jobs: int, iterations: int) -> None:
-    """One-line runs with the exact engines: which setup choices move NB's and LR's mean PDTP, and how far."""
+NUMERIC_COLUMNS = ["age", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
+
+
+def categorical_only(raw: dict) -> None:
+    """adult-nb.yaml without its numeric columns (dropped, with their bins and data.categorical entry)."""
+    raw["data"]["drop"] = ["fnlwgt", *NUMERIC_COLUMNS]
+    raw["data"]["categorical"] = [c for c in raw["data"].get("categorical", []) if c not in NUMERIC_COLUMNS]
+    raw["model"]["bins"] = {k: v for k, v in raw["model"].get("bins", {}).items() if k not in NUMERIC_COLUMNS}
+
+
+def sensitivity(jobs: int, iterations: int, quick: bool = False) -> None:
+    """One-line runs with the exact engines: which setup choices move NB's and LR's mean PDTP, and how far.
+
+    ``quick``: the C sweep only at C = 1 (every other edit is run).
+    """
     runs: list[tuple[str, str, Any]] = [
         ("NB, rows with '?' kept (missing: impute)", "adult-nb.yaml", lambda r: r["data"].update(missing="impute")),
-        ("NB, categorical columns only", "adult-nb.yaml",
-         lambda r: r["data"].update(drop=["fnlwgt", "age", "education-num", "capital-gain", "capital-loss",
-                                          "hours-per-week"])),
+        ("NB, categorical columns only", "adult-nb.yaml", categorical_only),
         ("NB, Laplace alpha 5", "adult-nb.yaml", lambda r: r["model"].update(params={"alpha": 5.0})),
     ]
-    for c in (0.01, 0.1, 1.0, 10.0, 100.0):
+    for c in (1.0,) if quick else (0.01, 0.1, 1.0, 10.0, 100.0):
         runs.append((f"LR, C = {c:g}", "adult-lr.yaml", lambda r, c=c: r["model"]["params"].update(C=c)))
     runs.append(("LR, C = 1, rows with '?' kept (impute)", "adult-lr.yaml",
                  lambda r: r["data"].update(missing="impute")))
@@ -381,14 +405,22 @@ def sensitivity(jobs: int, iterations: int) -> None:
               f"({r.seconds:.0f} s)", flush=True)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global CANDIDATES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=10, help="iterations for NB and LR (the paper: 10)")
     ap.add_argument("--nn-iterations", type=int, default=3, help="iterations (target models) for NN accuracy")
     ap.add_argument("--nn-records", type=int, default=25, help="NN records with PDTP per half, first iteration")
     ap.add_argument("--sensitivity-iterations", type=int, default=2)
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true",
+                    help=f"smoke test: first {QUICK_ROWS} rows of Adult, D of {QUICK_CANDIDATES}, one iteration, "
+                    "no networks (not Table 2)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        SOURCE["data"] = pd.read_csv(ADULT_CSV, nrows=QUICK_ROWS, keep_default_na=False, na_values=[""])
+        CANDIDATES = QUICK_CANDIDATES
+        args.iterations = args.sensitivity_iterations = 1
     start = time.perf_counter()
     rows: list[tuple[Row, RowResult]] = []
 
@@ -400,9 +432,10 @@ def main() -> None:
     prep, D = load("adult-nb.yaml")
     add(Row("NB  adult-nb.yaml (categorical)", "NB", "numerics binned, see notes; gap unexplained"),
         run_protocol(prep, D, it, it, None, "exact", jobs))
-    D_codes, nb = weka_encoded(D)
+    prep_w, D_w = load("adult-nb.yaml", as_weka)
+    D_codes, nb = weka_encoded(D_w)
     add(Row("NB  Weka-style (benchmark only)", "NB", "Gaussian numerics: lower, still 2-3x"),
-        run_protocol(replace(prep, template=nb), D_codes, it, it, None, WekaLooEngine(), jobs))
+        run_protocol(replace(prep_w, template=nb), D_codes, it, it, None, WekaLooEngine(), jobs))
     print(f"  Weka-style NB leave-one-out from statistics vs refits on 40 records: max |p difference| "
           f"{check_weka_loo(D_codes, nb):.1e}", flush=True)
     prep, D = load("adult-lr.yaml")
@@ -412,24 +445,29 @@ def main() -> None:
     add(Row("LR  adult-lr.yaml with C = 100", "LR", "weak ridge: paper's mean, lower test acc"),
         run_protocol(prep, D, it, it, None, "exact", jobs))
     nn_it, k = args.nn_iterations, args.nn_records
-    prep, D = load("adult-nn.yaml")
-    add(Row("NN  adult-nn.yaml (adam)", "NN", "overfits (adam); PDTP includes noise"),
-        run_protocol(prep, D, nn_it, 1, k, "auto", jobs, ("moved",)))
-    prep, D = load("adult-nn-paper.yaml")
-    add(Row("NN  adult-nn-paper.yaml (SGD)", "NN", "paper's accuracy; paired seeds"),
-        run_protocol(prep, D, nn_it, 1, k, "auto", jobs, ("moved", "unpaired")))
-    prep, D = load("adult-nn-paper.yaml", lambda r: r["model"].update(params=LBFGS))
-    add(Row("NN  lbfgs, alpha 10 (full batch)", "NN", "paper's accuracy; exactly paired"),
-        run_protocol(prep, D, nn_it, 1, k, "auto", jobs, ("moved",)))
+    if args.quick:
+        print("NN rows: skipped (--quick)", flush=True)
+    else:
+        prep, D = load("adult-nn.yaml")
+        add(Row("NN  adult-nn.yaml (adam)", "NN", "overfits (adam); PDTP includes noise"),
+            run_protocol(prep, D, nn_it, 1, k, "auto", jobs, ("moved",)))
+        prep, D = load("adult-nn-paper.yaml")
+        add(Row("NN  adult-nn-paper.yaml (SGD)", "NN", "paper's accuracy; paired seeds"),
+            run_protocol(prep, D, nn_it, 1, k, "auto", jobs, ("moved", "unpaired")))
+        prep, D = load("adult-nn-paper.yaml", lambda r: r["model"].update(params=LBFGS))
+        add(Row("NN  lbfgs, alpha 10 (full batch)", "NN", "paper's accuracy; exactly paired"),
+            run_protocol(prep, D, nn_it, 1, k, "auto", jobs, ("moved",)))
     print()
     print_table(rows)
     print()
-    print("The paper averages over 100 targets; mptool over all of D (NB, LR). Spread of a 100-target mean:")
+    print(f"The paper averages over {TARGETS} targets; mptool over all of D (NB, LR). "
+          f"Spread of a {TARGETS}-target mean:")
     print_sampling(rows, 0)
     print()
     print(f"Sensitivity (exact engines, {args.sensitivity_iterations} iterations each):")
-    sensitivity(jobs, args.sensitivity_iterations)
-    print(f"\ntable2_pdtp: {time.perf_counter() - start:.0f} s total (--jobs {jobs}; load {os.getloadavg()[0]:.1f})")
+    sensitivity(jobs, args.sensitivity_iterations, args.quick)
+    print(f"\ntable2_pdtp: {time.perf_counter() - start:.0f} s total, {time.process_time():.0f} s CPU "
+          f"(--jobs {jobs}; load {os.getloadavg()[0]:.1f}{'; --quick' if args.quick else ''})")
 
 
 if __name__ == "__main__":

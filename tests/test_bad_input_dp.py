@@ -78,8 +78,9 @@ def test_dp10_a_class_t_lacks_exits_2(tmp_path: Path) -> None:
     res = run_cli(*pdtp_args(tmp_path, csv, spec))
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.code == 2, res.stderr
-    assert lines == ["mptool: error: dp_categorical_nb: 1 class(es) of the label are not in T; its class set is "
-                     "every label value of the CSV (public) and mptool reports T's classes: draw a larger T "
-                     "(data.train_size) or drop those rows"], res.stderr
+    assert lines == ["mptool: error: dp_categorical_nb: 1 class(es) of its public class set (model.params.classes, "
+                     "else every label value of the data file) are not in T, and mptool reports T's classes: draw a "
+                     "larger T (data.train_size), drop those rows or leave them out of model.params.classes"], (
+        res.stderr)
     assert "Traceback" not in res.stderr and res.stdout == ""
     assert snapshot(tmp_path) == before, "a failed run wrote or changed files"

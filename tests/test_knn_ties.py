@@ -3,8 +3,9 @@
 Eight binary features give at most 256 distinct records, so almost every k-th neighbour is
 tied and duplicates abound; scikit-learn's own KNeighborsClassifier broke those ties by its
 search order and thread count (issue 12). The rule of ``mptool.inputs.neighbors`` (distance, then
-training row) is checked against a reference written here another way: integer distances
-and ``numpy.lexsort`` over (distance, row).
+the record's content key, then training row; issue 26 added the content key) is checked against
+a reference written here another way: integer distances and ``numpy.lexsort`` over (distance,
+content key, row).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from threadpoolctl import threadpool_limits
 
 from mptool.inputs.models import resolve_estimator
-from mptool.inputs.neighbors import TieStableKNeighborsClassifier
+from mptool.inputs.neighbors import TieStableKNeighborsClassifier, content_keys
 from mptool.inputs.prepare import fit_checked, prepare
 from mptool.inputs.spec import load_spec
 from mptool.loo import LooRequest, RefitEngine, select_engine
@@ -47,24 +48,24 @@ def tied_frame(n: int, seed: int = 0, onehot: bool = True) -> pd.DataFrame:
 # --- the rule against an independent reference ---
 
 
-def reference_order(Q: np.ndarray, X: np.ndarray, metric: str) -> np.ndarray:
-    """Every training row, per query, sorted by (distance, row) with numpy.lexsort (exact for these inputs)."""
+def reference_order(Q: np.ndarray, X: np.ndarray, metric: str, y: np.ndarray) -> np.ndarray:
+    """Every training row, per query, sorted by (distance, content key, row) with numpy.lexsort (exact here)."""
     diff = Q[:, None, :] - X[None, :, :]
     key = {"l2": (diff**2).sum(-1), "l1": np.abs(diff).sum(-1), "linf": np.abs(diff).max(-1)}[metric]
-    rows = np.arange(len(X))
-    return np.array([np.lexsort((rows, key[i])) for i in range(len(Q))]), key
+    rows, content = np.arange(len(X)), content_keys(X, y)
+    return np.array([np.lexsort((rows, content, key[i])) for i in range(len(Q))]), key
 
 
 @pytest.mark.parametrize("metric,params", [("l2", {}), ("l1", {"p": 1}), ("linf", {"metric": "chebyshev"})])
 @pytest.mark.parametrize("variant", ["binary", "integers", "halves"])  # matrix products / feature by feature
-def test_tie_rule_is_distance_then_row(metric: str, params: dict, variant: str) -> None:
+def test_tie_rule_is_distance_then_content_then_row(metric: str, params: dict, variant: str) -> None:
     X = binary_matrix(400, seed=1).astype(float) * (0.5 if variant == "halves" else 1.0)
     if variant != "binary":
         X[::7, 2] *= 3.0
     y = np.arange(len(X)) % 3
     Q = np.vstack([X[:50], X[::-9]])
     knn = TieStableKNeighborsClassifier(K, **params).fit(X, y)
-    order, key = reference_order(Q, X, metric)
+    order, key = reference_order(Q, X, metric, y)
     dist, ind = knn.kneighbors(Q, K + 3)
     np.testing.assert_array_equal(ind, order[:, : K + 3])
     want = np.take_along_axis(key, order[:, : K + 3], axis=1)
@@ -83,7 +84,7 @@ def test_leave_one_out_neighbours_are_the_refit_neighbours() -> None:
     y = np.arange(len(X)) % 2
     knn = TieStableKNeighborsClassifier(K).fit(X, y)
     _, ind = knn.kneighbors()
-    order, _ = reference_order(X, X, "l2")
+    order, _ = reference_order(X, X, "l2", y)
     crowded = 0
     for t in range(len(X)):
         ref = order[t][order[t] != t][:K]
@@ -102,7 +103,7 @@ def test_probabilities_match_an_independent_vote(weights: str) -> None:
     y = np.where(np.arange(len(X)) % 3 == 0, "a", "b")
     knn = TieStableKNeighborsClassifier(K, weights=weights).fit(X, y)
     Q = X[:60] + np.where(np.arange(8) < 2, 0.5, 0.0)  # some at distance 0, most not
-    order, key = reference_order(Q, X, "l2")
+    order, key = reference_order(Q, X, "l2", y)
     want = np.zeros((len(Q), 2))
     for i in range(len(Q)):
         nn = order[i, :K]

@@ -61,7 +61,8 @@ def catalogue() -> list[EstimatorRow]:
         note = "" if engine != "refit" else "one refit per record"
         words = BOUND_WORDS.get(bound.kind, bound.kind)
         if name.startswith("dp_"):  # the guarantee is over the training noise, which paired seeds hold fixed
-            words = "epsilon-DP: DTP <= epsilon over the training noise; paired-seed PDTP measures one draw"
+            words = ("epsilon-DP: DTP <= epsilon over the training noise for a domain declared in the spec (not read "
+                     "from T); paired-seed PDTP measures one draw")
         if name == "knn":
             note = "exact when numerics are binned or preprocess: none (standardising moves every distance)"
         rows.append(EstimatorRow(name, path, engine, words, note))

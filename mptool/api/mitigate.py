@@ -101,7 +101,8 @@ MITIGATE_COLUMNS = {
     "n_audited": "records audited",
     "accuracy": "accuracy on the rows of the data outside T (argmax of the released vector)",
     "log_loss": "mean -ln of the released, binned probability of the true class on the rows outside T",
-    "dtp_bound": "dp only: DTP <= epsilon over the training noise (Long et al. Def. 4.1; see mptool.inputs.dp_nb)",
+    "dtp_bound": "dp only: DTP <= epsilon over the training noise (Long et al. Def. 4.1; see mptool.inputs.dp_nb); "
+    "empty when dp_categorical_nb's domain is read from the data rather than declared in the spec (no guarantee)",
     "passes": "max_pdtp <= target",
     "recommendable": "the setting may be recommended: a spec (removal changes the data) that hides something (a "
     "temperature alone is invertible, p from q for a known t, and changes no verdict), with utility measured on rows "
@@ -207,11 +208,12 @@ def dp_settings(spec: Spec, cls_name: str) -> tuple[list[Setting], str | None]:
 
 
 def dp_spec(spec: Spec, est: str, epsilon: float) -> Spec:
-    """``spec`` with the DP estimator at ``epsilon``; dp_categorical_nb keeps only the spec's ``alpha``."""
+    """``spec`` with the DP estimator at ``epsilon``; dp_categorical_nb keeps only the spec's ``alpha`` and a
+    declared domain (``classes``, ``n_categories``)."""
     if est not in DP_OWN:
         return with_changes(spec, model={"estimator": est, "params": {"epsilon": epsilon}})
     raw = spec.dumped()
-    kept = {k: v for k, v in raw["model"]["params"].items() if k == "alpha"}
+    kept = {k: v for k, v in raw["model"]["params"].items() if k in ("alpha", "classes", "n_categories")}
     raw["model"] = {**raw["model"], "estimator": est, "params": {**kept, "epsilon": epsilon}}
     return parse_spec(raw, "mitigate setting")
 
@@ -356,6 +358,13 @@ def plan_settings(prep: Prepared, options: MitigateOptions) -> tuple[list[Settin
         dp, note = dp_settings(spec, cls_name)
         if dp and dp[0].spec is not None and (lacks := _dp_lacks(prep, dp[0].spec)):
             dp, note = [], f"dp: skipped: {lacks} class(es) of the label are not in T (the DP model's class set)"
+        if dp and dp[0].spec is not None and dp[0].spec.model.estimator in DP_OWN:
+            from mptool.inputs.models import dp_domain_problem
+
+            if (why := dp_domain_problem(dp[0].spec, prep.train.schema)) is not None:
+                dp = [replace(d, dtp_bound=None) for d in dp]
+                notes.append(f"dp: no DTP <= epsilon claim (dtp_bound empty): {why}; the paired-seed PDTP is "
+                             "measured as for any estimator")
         settings += dp
         notes += [note] if note else []
     return settings, notes

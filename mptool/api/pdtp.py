@@ -19,7 +19,7 @@ import pandas as pd
 from mptool.api.randomized import REPLICATE_COLUMNS, choose_engine, replicate_block, replicate_table, replicate_verdict
 from mptool.inputs.fingerprint import fingerprints, identity, run_key
 from mptool.inputs.prepare import Prepared, fit_checked
-from mptool.loo import LooRequest, select_engine
+from mptool.loo import LooRequest, check_before_work, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.dtp import bin_edge, pdtp_of, summarize
 from mptool.privacy.noise import (
@@ -350,6 +350,7 @@ def run_pdtp(
     engine = select_engine(options.engine, spec, prep.template, replicates=True)
     t_fit0 = time.perf_counter()
     full_model = fit_checked(prep.template, T)
+    check_before_work(engine, prep.template, T, prep.classes, positions)  # what the work would refuse after it
     shipped = {k: v for k, v in prep.trained.items() if k != "model"} if prep.trained is not None else None
     engine, randomness = choose_engine(prep, options, engine, full_model)
     t_fit = time.perf_counter()

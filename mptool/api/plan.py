@@ -24,7 +24,7 @@ from mptool.inputs.data import Records, is_parquet
 from mptool.inputs.models import column_uses
 from mptool.inputs.prepare import Prepared, fit_checked, prepare
 from mptool.inputs.spec import Spec
-from mptool.loo import LooRequest, RefitEngine, engine_reasons, select_engine
+from mptool.loo import LooRequest, RefitEngine, check_before_work, engine_reasons, min_records, select_engine
 from mptool.privacy.release import gate_policy, measured_note
 from mptool.privacy.stability import stability_bound
 
@@ -71,11 +71,13 @@ class CheckPlan:
 
 
 def _timing_set(prep: Prepared) -> Records:
-    """A seeded subset of T of at most ``TIMING_RECORDS`` records with every class (else T itself)."""
+    """A seeded subset of T of ``TIMING_RECORDS`` records (more for k-NN with more neighbours, whose
+    leave-one-out needs k + 1) with every class (else T itself)."""
     T = prep.train
-    if T.n <= TIMING_RECORDS:
+    size = max(TIMING_RECORDS, min_records(prep.template))
+    if T.n <= size:
         return T
-    idx = np.sort(np.random.default_rng(prep.spec.seed).choice(T.n, size=TIMING_RECORDS, replace=False))
+    idx = np.sort(np.random.default_rng(prep.spec.seed).choice(T.n, size=size, replace=False))
     sub = T.take(idx)
     return sub if len(set(sub.y.tolist())) == len(prep.classes) else T
 
@@ -158,7 +160,8 @@ def check_plan(
     chosen = select_engine(engine, spec, prep.template)
     reasons = engine_reasons(spec, prep.template) if engine != "refit" else []
     sub = _timing_set(prep)
-    t_fit, k, sub_model = _time_fits(prep, sub)
+    t_fit, k, sub_model = _time_fits(prep, sub)  # fit_checked: the classifier interface, as pdtp checks it
+    check_before_work(chosen, prep.template, prep.train, prep.classes, positions)  # pdtp refuses the same, first
     per_record = 0.0 if isinstance(chosen, RefitEngine) else _time_exact(prep, chosen, sub, sub_model)
     T = prep.train
     labels, counts = np.unique(T.y.astype(str), return_counts=True)

@@ -32,10 +32,14 @@ T), a category present only in record t would reveal t by the table's shape. Her
 parameters: ``n_categories`` (codes 0..n_j - 1 of feature j) and ``classes``. Under mptool's
 pipelines (:func:`mptool.inputs.models.build_pipeline`) they come from the schema: the
 categories of ``data.categorical`` columns, ``model.bins`` edges, or a numeric column's values
--- all taken from the whole CSV, never from T, so T and T \\ {t} get the same cells. If the CSV
-itself is secret, treat its domain as the public assumption (or give bins). A fit without them
-is refused rather than reading them off the training data. mptool reports T's classes, so a T
-lacking one of the CSV's label values is refused (mptool.inputs.models.check_public_classes).
+-- all taken from the whole CSV, never from T, so T and T \\ {t} get the same cells. That is
+not a public domain when the CSV is T (``train_size: null``) or holds it: mptool claims
+DTP <= epsilon (``mptool mitigate``'s ``dtp_bound``) only for a domain the spec declares
+(``model.params.classes`` and ``n_categories`` or ``model.bins`` edges;
+:func:`mptool.inputs.models.dp_domain_problem`), and edges computed from the data are not
+public either. A fit without them is refused rather than reading them off the training data.
+mptool reports T's classes, so a T lacking one of the CSV's label values is refused
+(mptool.inputs.models.check_public_classes).
 
 Why it matters for DTP: if A is epsilon-DP, then for every set S of models
 P[A(T) in S] <= e^epsilon P[A(T \\ {t}) in S]; integrating the non-negative bounded function

@@ -25,7 +25,7 @@ from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.inputs.data import Schema
 from mptool.inputs.dp_nb import DPCategoricalNB
-from mptool.inputs.neighbors import TieStableKNeighborsClassifier
+from mptool.inputs.neighbors import OrderFreeStandardScaler, TieStableKNeighborsClassifier
 from mptool.inputs.spec import ModelSpec, Spec
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
@@ -151,6 +151,11 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
         raise InputError(
             f"model.estimator '{name}' has no predict_proba; PDTP needs class probabilities: "
             "choose a probabilistic classifier (or enable its probability option)"
+        )
+    if not callable(getattr(est, "predict", None)):
+        raise InputError(
+            f"model.estimator '{name}' has no predict method; mptool needs scikit-learn's classifier interface "
+            "(fit, predict, predict_proba and classes_)"
         )
     _check_params(est, name)
     return EstimatorChoice(cls=cls, params=params, name=name)
@@ -302,7 +307,8 @@ def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipel
       ``min_categories`` set to the domain sizes so Laplace smoothing counts every value.
     - ``auto`` otherwise: categoricals and binned numerics one-hot over their fixed
       domains; other numerics median-imputed where needed and standardised (min-max scaled
-      into [0, 1] for MultinomialNB, which needs non-negative inputs).
+      into [0, 1] for MultinomialNB, which needs non-negative inputs; for k-NN by
+      :class:`~mptool.inputs.neighbors.OrderFreeStandardScaler`, independent of T's row order).
     """
     from sklearn.naive_bayes import CategoricalNB, MultinomialNB
 
@@ -341,7 +347,10 @@ def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipel
         parts.append(("bins", make_pipeline(enc, onehot), [c.name for c in binned]))
     nums = [c for c in schema.columns if c.kind == "numeric" and c.name not in spec.model.bins]
     if nums:
-        scaler = MinMaxScaler(clip=True) if isinstance(est, MultinomialNB) else StandardScaler()
+        # k-NN: a scaler fitted in a canonical row order, so identical records' T \\ {t} scale alike (its ties
+        # are exact comparisons of distances; mptool.inputs.neighbors)
+        scaler = (MinMaxScaler(clip=True) if isinstance(est, MultinomialNB) else OrderFreeStandardScaler()
+                  if isinstance(est, TieStableKNeighborsClassifier) else StandardScaler())
         steps = [SimpleImputer(strategy="median")] if any(c.has_missing for c in nums) else []
         parts.append(("numeric", make_pipeline(*steps, scaler), [c.name for c in nums]))
     return Pipeline([("pre", ColumnTransformer(parts, sparse_threshold=0.0)), ("clf", est)])
@@ -379,6 +388,32 @@ def _dp_domain(est: DPCategoricalNB, given: dict[str, Any], sizes: list[int]) ->
         )
 
 
+def dp_domain_problem(spec: Spec, schema: Schema) -> str | None:
+    """Why ``dp_categorical_nb``'s domain under ``spec`` is not public (None: every part is declared in the spec).
+
+    DTP <= epsilon (Long et al. Def. 4.1 via the Laplace mechanism, :mod:`mptool.inputs.dp_nb`)
+    holds for a domain fixed without looking at T. Declared: ``model.params.classes`` (the class
+    set) and, per feature, ``model.params.n_categories`` under ``preprocess: none`` (codes are the
+    values) or ``model.bins`` edges under ``auto``. Anything else -- a column's categories or
+    distinct values, the label's values -- is read from the data file, which with
+    ``train_size: null`` is T itself, and a category only t has then changes the model's shape.
+    Bin edges are taken as declared: edges computed from the data (``mptool init``'s quantiles)
+    are not public either, which mptool cannot see.
+    """
+    params = spec.model.params
+    read = "T itself (train_size null)" if spec.data.train_size is None else "the data file, which holds T"
+    if "classes" not in params:
+        return f"the class set is read from {read}; declare model.params.classes"
+    if spec.model.preprocess == "none":
+        return None if "n_categories" in params else (
+            f"the category codes are read from {read}; declare model.params.n_categories")
+    undeclared = [c.name for c in schema.columns if c.kind != "numeric" or c.name not in spec.model.bins]
+    if undeclared:
+        return (f"the categories of {ui.listing(undeclared, 3)} are read from {read}; declare the domain "
+                "(preprocess: none with model.params.n_categories, or model.bins edges)")
+    return None
+
+
 def classes_t_lacks(template: Any, classes: np.ndarray) -> int:
     """How many classes of a DP estimator's public class set are not among T's ``classes`` (0 otherwise).
 
@@ -395,8 +430,9 @@ def check_public_classes(template: Any, classes: np.ndarray) -> None:
     """Refuse (exit 2) a DP estimator whose public class set has a class T lacks (:func:`classes_t_lacks`)."""
     if (k := classes_t_lacks(template, classes)) > 0:
         raise InputError(
-            f"dp_categorical_nb: {k} class(es) of the label are not in T; its class set is every label value of "
-            "the CSV (public) and mptool reports T's classes: draw a larger T (data.train_size) or drop those rows"
+            f"dp_categorical_nb: {k} class(es) of its public class set (model.params.classes, else every label "
+            "value of the data file) are not in T, and mptool reports T's classes: draw a larger T "
+            "(data.train_size), drop those rows or leave them out of model.params.classes"
         )
 
 
@@ -416,13 +452,55 @@ def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) ->
 
 
 def proba_in(model: Any, X: pd.DataFrame, classes: np.ndarray) -> np.ndarray:
-    """``predict_proba`` with columns in the order of ``classes``; a class the model never saw gets 0."""
-    p = model.predict_proba(X)
-    seen = list(model.classes_)
+    """``predict_proba`` with columns in the order of ``classes``; a class the model never saw gets 0.
+
+    ValueError (a refit's failure, exit 2) when the model's ``classes_`` is missing, names a class
+    outside ``classes`` or does not match the width of ``predict_proba``'s output.
+    """
+    p = np.asarray(model.predict_proba(X), dtype=float)
+    seen = list(getattr(model, "classes_", None) if getattr(model, "classes_", None) is not None else ())
+    if p.ndim != 2 or p.shape != (len(X), len(seen)):
+        raise ValueError(f"predict_proba gave shape {p.shape} for {len(X)} row(s) and {len(seen)} classes_")
     if len(seen) == len(classes) and all(a == b for a, b in zip(seen, classes, strict=True)):
-        return np.asarray(p, dtype=float)
-    out = np.zeros((p.shape[0], len(classes)))
+        return p
     pos = {c: i for i, c in enumerate(classes)}
+    if any(c not in pos for c in seen) or len(set(seen)) != len(seen):
+        raise ValueError("the fitted model's classes_ are not among the training labels")
+    out = np.zeros((p.shape[0], len(classes)))
     for j, c in enumerate(seen):
         out[:, pos[c]] = p[:, j]
     return out
+
+
+def check_interface(model: Any, X: pd.DataFrame, y: np.ndarray) -> str | None:
+    """What a model fitted on (X, y) lacks of the classifier interface mptool uses, or None.
+
+    Checked once, on A(T), before any refit: ``classes_`` listing every class of ``y`` once,
+    ``predict_proba`` giving one finite row per record and one column per class of ``classes_``,
+    and ``predict`` giving one of those classes per record. Only the first record is asked.
+    """
+    est = model.steps[-1][1] if isinstance(model, Pipeline) else model
+    name = type(est).__name__
+    classes = getattr(est, "classes_", None)
+    if classes is None:
+        return f"{name} fitted on T has no classes_"
+    labels = set(np.asarray(y, dtype=object).tolist())
+    try:
+        listed = list(np.asarray(classes, dtype=object).ravel().tolist())
+        if len(set(listed)) != len(listed) or not labels <= set(listed):
+            return f"{name}'s classes_ ({len(listed)}) do not list each of the {len(labels)} classes it was fitted on"
+    except TypeError:
+        return f"{name}'s classes_ is not a list of classes"
+    for method in ("predict_proba", "predict"):
+        if not callable(getattr(model, method, None)):
+            return f"{name} fitted on T has no {method} method"
+    try:
+        p = np.asarray(model.predict_proba(X.iloc[:1]), dtype=float)
+        pred = np.asarray(model.predict(X.iloc[:1]), dtype=object).ravel()
+    except (AttributeError, ValueError, TypeError, IndexError, KeyError) as exc:
+        return f"{name} fitted on T fails to predict: {exc.__class__.__name__}"
+    if p.shape != (1, len(listed)) or not np.isfinite(p).all():
+        return f"{name}.predict_proba gives shape {p.shape} for 1 record and {len(listed)} classes_"
+    if pred.shape != (1,) or pred[0] not in labels:
+        return f"{name}.predict does not give one class of classes_ per record"
+    return None

@@ -6,12 +6,26 @@ not promise that: which of several records at the k-th distance it keeps depends
 structure (a KD-tree built on T or on T\\{t}) and, for brute force, on the number of OpenMP
 threads. On one-hot or binned data most distances tie, and PDTP then depends on ``--jobs``.
 
-**The tie rule.** The neighbours of a query x among the training rows X_0 .. X_{n-1} (in the
-order given to ``fit``: for ``mptool pdtp`` the order of T, which is CSV order) are ordered by
-the key ``(d(x, X_i), i)``: distance first, then training-row position. The k nearest are the
-first k in that order. Removing a record t keeps the relative order of every other row, so
-the neighbours of x_t in T\\{t} are the first k+1 neighbours in T with t dropped (or the first
-k when t is not among them): the exact engine and the refit engine agree by construction.
+**The tie rule.** The neighbours of a query x among the training rows X_0 .. X_{n-1} with
+labels y_0 .. y_{n-1} are ordered by the key ``(d(x, X_i), c_i, i)``: distance first, then the
+record's content key c_i (:func:`content_keys`, a 64-bit mix of the bits of X_i and of y_i),
+then training-row position. The k nearest are the first k in that order. Two properties follow:
+
+- Removing a record t keeps the relative order of every other row (no key depends on the
+  other rows), so the neighbours of x_t in T\\{t} are the first k+1 neighbours in T with t
+  dropped (or the first k when t is not among them): the exact engine and the refit engine
+  agree by construction.
+- Identical records (same features and label) have the same distance to every query and the
+  same content key: they sit next to each other in every order, and removing one or another
+  leaves the same sequence of (distance, label). Identical records get identical leave-one-out
+  predictions, hence identical PDTP. Ordering ties by row alone did not: with copies of x at
+  rows 0 (label yes), 1 (no), 2 (yes) and k = 1, removing row 0 leaves row 1 (no) first,
+  removing row 2 leaves row 0 (yes) first (issue 26).
+
+The content key spreads equidistant records pseudo-randomly, so ties favour no class and no
+region of the feature space. A pipeline that standardises numerics for k-NN uses
+:class:`OrderFreeStandardScaler` (``build_pipeline`` in mptool.inputs.models), whose mean and scale depend on T as a
+multiset: T\\{t} and T\\{t'} for identical t, t' are then scaled to the same bits.
 
 **Distances are computed so that a tie is a real tie.** The distance of a pair depends only on
 the two rows, never on the batch, the thread count or the backend:
@@ -31,12 +45,14 @@ weights are refused (:meth:`TieStableKNeighborsClassifier.unsupported`).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
@@ -96,6 +112,60 @@ def _validated(est: BaseEstimator, X: Any, y: Any = None, reset: bool = True) ->
         return _sk_validate_data(est, X, **kw) if no_y else _sk_validate_data(est, X, y, **kw)
     kw = {"reset": reset, "dtype": np.float64, "force_all_finite": True, "accept_sparse": False}
     return est._validate_data(X, **kw) if no_y else est._validate_data(X, y, **kw)
+
+
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on each uint64 (wrapping arithmetic): a bijection that spreads every input bit."""
+    z = z ^ (z >> np.uint64(30))
+    z = z * _MIX1
+    z = z ^ (z >> np.uint64(27))
+    z = z * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def content_keys(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """A uint64 per training row, a function of that row's feature bits and label only (the tie rule's c_i).
+
+    Identical rows (equal floats, -0.0 counted as 0.0, and equal labels) get equal keys; other
+    rows get keys that look random. The key of a row never depends on the other rows.
+    """
+    X = np.ascontiguousarray(np.asarray(X, dtype=np.float64) + 0.0)  # + 0.0 turns -0.0 into 0.0
+    bits = X.view(np.uint64).reshape(X.shape)
+    h = np.full(X.shape[0], 0x9E3779B97F4A7C15, dtype=np.uint64)
+    for j in range(X.shape[1]):
+        h = _mix(h ^ bits[:, j])
+    labels = np.asarray(y, dtype=object)
+    label_key = {}
+    for v in set(labels.tolist()):
+        digest = hashlib.blake2b(f"{type(v).__name__}:{v}".encode(), digest_size=8).digest()
+        label_key[v] = np.uint64(int.from_bytes(digest, "little"))
+    lab = np.array([label_key[v] for v in labels.tolist()], dtype=np.uint64)
+    return _mix(h ^ lab)
+
+
+def tie_order(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Training-row positions sorted by (content key, row): the tie rule's order among equidistant rows."""
+    return np.lexsort((np.arange(len(X)), content_keys(X, y))).astype(np.int64)
+
+
+class OrderFreeStandardScaler(StandardScaler):
+    """StandardScaler whose mean and scale depend on the training rows as a multiset, not on their order.
+
+    It fits scikit-learn's StandardScaler on the rows sorted lexicographically, so float sums run
+    in the same order for any order of the same rows (T \\ {t} and T \\ {t'} for identical
+    records t, t'). Used before mptool's k-NN, whose ties are exact comparisons of distances.
+    """
+
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> OrderFreeStandardScaler:
+        if sample_weight is not None:
+            return super().fit(X, y, sample_weight)
+        values = np.asarray(X, dtype=np.float64)
+        order = np.lexsort(values.T[::-1]) if values.ndim == 2 and values.size else np.arange(len(values))
+        rows = X.iloc[order] if hasattr(X, "iloc") else np.asarray(X)[order]
+        return super().fit(rows, y)
 
 
 def _integer_bound(A: np.ndarray) -> float | None:
@@ -219,7 +289,7 @@ def vote(labels: np.ndarray, dist: np.ndarray, n_classes: int, weights: str) -> 
 
 
 class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
-    """KNeighborsClassifier with the deterministic tie rule of this module (distance, then row).
+    """KNeighborsClassifier with the deterministic tie rule of this module (distance, content key, row).
 
     Same parameters as :class:`sklearn.neighbors.KNeighborsClassifier`; mptool uses it for
     ``estimator: knn`` and for ``sklearn.neighbors.KNeighborsClassifier`` in a spec.
@@ -263,7 +333,7 @@ class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         return None
 
     def fit(self, X: Any, y: Any) -> TieStableKNeighborsClassifier:
-        """Store the training rows (in order: their positions break ties) and the class indices."""
+        """Store the training rows, the class indices and the tie order (content key, row) of the rows."""
         why = self.unsupported()
         if why is not None:
             raise ValueError(why)
@@ -273,7 +343,8 @@ class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         self._fit_X = np.ascontiguousarray(X)
         self.n_samples_fit_ = X.shape[0]
         self._kind = metric_kind(self.metric, self.p, self.metric_params)
-        self._dist = _Distances(self._fit_X, self._kind)
+        self._tie = tie_order(self._fit_X, y)  # distances are searched over the rows in this order
+        self._dist = _Distances(self._fit_X[self._tie], self._kind)
         self._train_order: tuple[np.ndarray, np.ndarray] | None = None
         return self
 
@@ -313,19 +384,23 @@ class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {m}, n_samples_fit = {n}")
 
     def _ordered(self, Q: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """Distances and indices of the first m training rows of each query, in tie-rule order."""
+        """Distances and indices (training-row positions) of the first m rows of each query, in tie-rule order.
+
+        The rows are searched in the tie order (content key, row), so :func:`first_in_order`'s
+        (key, column) order is the rule's (distance, content key, row).
+        """
         dist = np.empty((Q.shape[0], m))
         ind = np.empty((Q.shape[0], m), dtype=np.int64)
         step = max(1, BLOCK_PAIRS // max(1, self.n_samples_fit_))
         for a in range(0, Q.shape[0], step):
             key = self._dist.keys(Q[a : a + step])
             idx = first_in_order(key, m)
-            ind[a : a + step] = idx
+            ind[a : a + step] = self._tie[idx]
             dist[a : a + step] = self._dist.distance(np.take_along_axis(key, idx, axis=1))
         return dist, ind
 
     def kneighbors(self, X: Any = None, n_neighbors: int | None = None, return_distance: bool = True) -> Any:
-        """The first ``n_neighbors`` training rows of each query by (distance, row).
+        """The first ``n_neighbors`` training rows of each query by (distance, content key, row).
 
         ``X=None`` queries every training row without itself (sklearn's convention), which under
         the tie rule is its neighbour list in the training set minus that row.
@@ -383,7 +458,7 @@ class TieStableKNeighborsClassifier(ClassifierMixin, BaseEstimator):
         return vote(self._y[ind], dist, len(self.classes_), self.weights)
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Weighted class votes of the k nearest training rows by (distance, row)."""
+        """Weighted class votes of the k nearest training rows by (distance, content key, row)."""
         dist, ind = self.kneighbors(X)
         return vote(self._y[ind], dist, len(self.classes_), self.weights)
 

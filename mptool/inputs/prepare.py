@@ -16,6 +16,7 @@ from mptool.inputs.data import Records, draw_training_set, load_records
 from mptool.inputs.models import (
     EstimatorChoice,
     build_pipeline,
+    check_interface,
     check_public_classes,
     fit,
     kind_notes,
@@ -57,14 +58,23 @@ def prepare(data_path: str | Path | pd.DataFrame, spec: Spec, allow_imports: tup
 
 
 def fit_checked(template: Any, records: Records) -> Any:
-    """Fit A on ``records``; a failure the data or params cause becomes an InputError (exit 2)."""
+    """Fit A on ``records``; a failure the data or params cause becomes an InputError (exit 2).
+
+    The fitted model's classifier interface is checked here, before any refit
+    (:func:`mptool.inputs.models.check_interface`): an estimator without ``predict``, or whose
+    ``classes_`` disagree with T's, stops with one line instead of crashing after the work.
+    """
     try:
-        return fit(template, records.X, records.y)
+        model = fit(template, records.X, records.y)
     except InputError:
         raise
     except (ValueError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
         raise InputError(f"model: fitting the pipeline on the training set failed: {first}") from None
+    if (missing := check_interface(model, records.X, records.y)) is not None:
+        raise InputError(f"model: {missing}; mptool needs scikit-learn's classifier interface "
+                         "(fit, predict, predict_proba and classes_ of T's classes)")
+    return model
 
 
 def respecified(prep: Prepared, spec: Spec, allow_imports: tuple[str, ...] = ()) -> Prepared:

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from sklearn.pipeline import Pipeline
 
+from mptool.inputs.data import Records
+from mptool.inputs.neighbors import TieStableKNeighborsClassifier
 from mptool.inputs.spec import Spec
 from mptool.loo.base import Engine, LooRequest, LooResult
 from mptool.loo.knn import KnnEngine
 from mptool.loo.linear import NewtonLogisticEngine
 from mptool.loo.naive_bayes import NaiveBayesEngine
-from mptool.loo.refit import RefitEngine
+from mptool.loo.refit import LooFitError, RefitEngine, loo_chunk, loo_fit_failed
 from mptool.loo.replicates import ReplicateEngine
 from mptool.runtime.errors import InputError
 
-__all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", "engine_reasons", "EXACT_ENGINES"]
+__all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", "engine_reasons", "EXACT_ENGINES",
+           "min_records", "check_before_work"]
 
 #: Exact engines, tried in order by ``auto``; each refuses specs it cannot follow exactly.
 #: Every one computes the exact leave-one-out (logistic regression: the exact optima, see loo/newton.py).
@@ -62,3 +66,45 @@ def engine_reasons(spec: Spec, template: Any) -> list[tuple[str, str | None]]:
     engine, or refit when none accepts.
     """
     return [(engine.name, engine.refuses(spec, template)) for engine in EXACT_ENGINES]
+
+
+def min_records(template: Any) -> int:
+    """The fewest records T may have for a leave-one-out of ``template``: k-NN needs k + 1 (T minus one
+    record must still hold its k neighbours), any other estimator 2."""
+    est = template.steps[-1][1] if isinstance(template, Pipeline) else template
+    if isinstance(est, TieStableKNeighborsClassifier) and est.unsupported() is None:
+        return int(est.n_neighbors) + 1
+    return 2
+
+
+def check_before_work(engine: Engine, template: Any, T: Records, classes: np.ndarray, positions: np.ndarray) -> None:
+    """Refuse (exit 2), before any work, what the leave-one-out would refuse after it.
+
+    The one place ``pdtp`` (at its start) and ``check`` test it, so ``check`` says ok only where
+    the run gets past its first refit:
+
+    - k-NN with ``n_neighbors`` above |T| - 1: every A(T \\ {t}) has fewer records than neighbours
+      (:func:`min_records`; the exact engine falls back to refits there);
+    - the refit engine: one refit without an audited record (of ``positions``) of the rarest
+      class among them (the lowest row of it), predicting on that record. A fit that fails there
+      (one class left for an estimator that needs two, too few records per class for the
+      parameters) fails for that record in the run too, after every refit before it; the error
+      line is the run's.
+    """
+    need = min_records(template)
+    if T.n < need:
+        est = template.steps[-1][1] if isinstance(template, Pipeline) else template
+        raise InputError(
+            f"model.params.n_neighbors is {est.n_neighbors}, but the leave-one-out fits k-NN on |T| - 1 = "
+            f"{T.n - 1} records: lower n_neighbors to at most {T.n - 1} or draw a larger T (data.train_size)"
+        )
+    if not isinstance(engine, RefitEngine) or T.n < 2 or len(positions) == 0:
+        return
+    audited = np.asarray(T.y, dtype=object)[positions].astype(str)
+    labels, sizes = np.unique(np.asarray(T.y, dtype=object).astype(str), return_counts=True)
+    counts = {str(c): int(n) for c, n in zip(labels, sizes, strict=True)}
+    t = int(positions[min(range(len(positions)), key=lambda i: (counts[audited[i]], i))])
+    try:
+        loo_chunk(template, T.X, T.y, classes, np.array([t], dtype=np.int64))
+    except LooFitError as exc:
+        raise loo_fit_failed(T, exc) from None

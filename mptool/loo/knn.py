@@ -1,8 +1,8 @@
 """Exact leave-one-out for k-nearest neighbours from one ordered neighbour query per record.
 
 A(T) and A(T\\{t}) are :class:`mptool.inputs.neighbors.TieStableKNeighborsClassifier`: neighbours are
-ordered by (distance, training-row position), and a pair's distance depends only on the two
-rows. Removing t keeps the order of every other row, so the k neighbours of x_t in T\\{t} are
+ordered by (distance, record content key, training-row position), and a pair's distance depends
+only on the two rows. Removing t keeps the order of every other row, so the k neighbours of x_t in T\\{t} are
 the first k+1 neighbours of x_t in T with t dropped (the first k when t is not among them:
 more than k records at distance 0 sit before t). Ties and duplicates need no refit. One search
 of every training row (``TieStableKNeighborsClassifier.training_order``, kept on the fitted

@@ -47,7 +47,8 @@ _SET_FUNCTIONS = {
     "MultinomialNB": "sums per class and feature",
     "ComplementNB": "sums per class and feature",
     "GaussianNB": "means and variances per class",
-    "TieStableKNeighborsClassifier": "distances; ties by the relative row order, which removing t keeps",
+    "TieStableKNeighborsClassifier": ("distances; ties by record content, then relative row order (removing or "
+                                      "moving t keeps both); numerics scaled in a canonical row order"),
     "DecisionTreeClassifier": "splits from sorted values and class counts",
     "LinearDiscriminantAnalysis": "means and covariances",
     "QuadraticDiscriminantAnalysis": "means and covariances",
