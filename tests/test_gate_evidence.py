@@ -163,6 +163,7 @@ def test_gate_a_6_a_sampled_or_chosen_pass_says_so_in_junit(data: Path) -> None:
 
 def test_gate_a_7_a_pass_through_waivers_names_them(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """gate-a-7: all violators waived: exit 0, but the gate line, junit.xml and the report say pass-with-waivers."""
+    monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", "gate-a-7")  # waivers match records by keyed fingerprints (gate-b)
     spec = spec_with(data, "plain", None)
     assert pdtp(data, spec, "nightly/1-plain").code == 1
     bad = pd.read_csv(data / "nightly/1-plain" / "pdtp.csv", dtype={"fingerprint": str}).query("pdtp > 1")
@@ -275,6 +276,7 @@ def test_gate_a_13_report_refuses_an_edited_verdict(data: Path, edit: str, monke
     """gate-a-13: pdtp.json edited to pass (summary.verdict, summary.max, summary.baseline.verdict): exit 2."""
     out = data / f"edit-{edit}"
     extra = ("--waivers", data / "empty.yaml") if edit == "gate" else ()
+    monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", "gate-a-13")  # waivers need a key or data.id (gate-b)
     (data / "empty.yaml").write_text("waivers: []\n")
     assert pdtp(data, spec_with(data, "plain", None), out.name, *extra).code == 1
     path = out / "pdtp.json"
