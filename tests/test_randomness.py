@@ -242,7 +242,8 @@ def test_replicates_engine_refused_outside_pdtp(tmp_path: Path, mixed_csv: Path)
         mptool.reduce_dtp(mixed_csv, spec, engine="replicates")
 
 
-def test_waivers_refused_for_randomized_training(tmp_path: Path) -> None:  # rnd-6
+def test_waivers_refused_for_randomized_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # rnd-6
+    monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", "rnd-6")  # else the keyless-waivers refusal (gate-b) comes first
     df, _ = known_frame(0)
     csv = tmp_path / "d.csv"
     df.to_csv(csv, index=False)

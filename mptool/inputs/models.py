@@ -476,7 +476,8 @@ def check_interface(model: Any, X: pd.DataFrame, y: np.ndarray) -> str | None:
     """What a model fitted on (X, y) lacks of the classifier interface mptool uses, or None.
 
     Checked once, on A(T), before any refit: ``classes_`` listing every class of ``y`` once,
-    ``predict_proba`` giving one finite row per record and one column per class of ``classes_``,
+    ``predict_proba`` giving one row per record (non-finite values are refused where they are
+    met, naming the record) and one column per class of ``classes_``,
     and ``predict`` giving one of those classes per record. Only the first record is asked.
     """
     est = model.steps[-1][1] if isinstance(model, Pipeline) else model
@@ -499,7 +500,7 @@ def check_interface(model: Any, X: pd.DataFrame, y: np.ndarray) -> str | None:
         pred = np.asarray(model.predict(X.iloc[:1]), dtype=object).ravel()
     except (AttributeError, ValueError, TypeError, IndexError, KeyError) as exc:
         return f"{name} fitted on T fails to predict: {exc.__class__.__name__}"
-    if p.shape != (1, len(listed)) or not np.isfinite(p).all():
+    if p.shape != (1, len(listed)):  # non-finite values have their own refusal, naming the record (fit_checked)
         return f"{name}.predict_proba gives shape {p.shape} for 1 record and {len(listed)} classes_"
     if pred.shape != (1,) or pred[0] not in labels:
         return f"{name}.predict does not give one class of classes_ per record"
