@@ -26,7 +26,7 @@ distributed = pytest.importorskip("distributed")
 #: Records in T: 16 chunks of 1 or 2 refits at 2 workers (``chunk_positions``).
 N = 24
 #: Seconds allowed for the scheduler and the workers to start (generous: a loaded machine).
-START_TIMEOUT_S = 120
+START_TIMEOUT_S = 600
 
 
 def _start(args: list[str], log: Path) -> subprocess.Popen:

@@ -109,7 +109,7 @@ def test_ctrl_c_exits_130_after_saving_then_resumes(tmp_path: Path, inputs) -> N
     proc = start(csv, spec, out, 2)  # loky workers: Ctrl-C must stop them too
     wait_for_first_chunk(proc, out)
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
+    _, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     note = [ln for ln in stderr.splitlines() if ln.startswith("mptool: interrupted")]
