@@ -5,7 +5,9 @@ one. Once the first result is back in mptool, one worker is killed (SIGKILL, mid
 other chunks are still queued or running); the scheduler gives the lost worker's tasks to
 the remaining one, and pdtp.csv must equal the local ``--jobs 1`` run byte for byte
 (issue 27 item 5). No sleeps: readiness is a scheduler file and ``wait_for_workers``, the
-kill is triggered by the first finished task.
+kill is triggered by the first finished task. Whether the killed worker held the last copy
+of the scattered data depends on the scheduler (it may reduce the copies to one); the tasks
+cancelled for that reason are rerun, which the tests before it check directly.
 """
 
 from __future__ import annotations
@@ -90,44 +92,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
-def test_killed_worker_mid_run_gives_the_local_result(tmp_path: Path, cluster: Cluster, monkeypatch) -> None:
-    csv = tmp_path / "d.csv"
-    mixed_frame(N, seed=4).to_csv(csv, index=False)
-    # the paper's network: seeded weights and SGD order, BLAS products in every fit
-    spec = write_spec(tmp_path / "mlp.yaml", "mlp", model={"params": {"max_iter": 20}})
-    common = ("pdtp", csv, "--model", spec, "--engine", "refit", "--noise-floor", "0", "-q")
-    local = run_cli(*common, "--out", tmp_path / "local", "--jobs", "1")
-    assert local.code in (0, 1), local.stderr
-
-    import mptool.loo.refit as refit
-
-    real = refit.run_tasks
-    victim = cluster.workers[0]
-    seen = {"before": 0, "after": 0}
-
-    def kill_after_first_result(*args, on_done, **kwargs):
-        def done(i, r):
-            on_done(i, r)
-            if victim.poll() is None:
-                seen["before"] += 1
-                victim.send_signal(signal.SIGKILL)  # while the other chunks are queued or running
-                victim.wait(timeout=30)
-            else:
-                seen["after"] += 1
-
-        return real(*args, on_done=done, **kwargs)
-
-    monkeypatch.setattr(refit, "run_tasks", kill_after_first_result)
-    t0 = time.monotonic()
-    res = run_cli(*common, "--out", tmp_path / "dask", "--scheduler", cluster.address)
-    assert res.code == local.code, (res.stderr, cluster.logs())
-    assert victim.returncode == -signal.SIGKILL
-    assert seen["before"] == 1 and seen["after"] >= 1, seen  # the run went on without the killed worker
-    assert cluster.workers[1].poll() is None, cluster.logs()
-    assert (tmp_path / "dask" / "pdtp.csv").read_bytes() == (tmp_path / "local" / "pdtp.csv").read_bytes()
-    assert time.monotonic() - t0 < 600  # a lost task is rescheduled, not waited on until a timeout
-
-
 def cancelled_once(marker: str, k: int) -> int:
     """Task k == 3 fails as a task whose inputs were lost does, the first time only (a marker file remembers)."""
     from distributed.client import FutureCancelledError
@@ -165,3 +129,42 @@ def test_lost_data_every_time_gives_up(cluster: Cluster) -> None:
 
     with parallel.session("dask", cluster.address), pytest.raises(FutureCancelledError):
         parallel.run_tasks(always_cancelled, [(k,) for k in range(4)], jobs=2, backend="dask")
+
+
+# last: it leaves the cluster one worker short
+def test_killed_worker_mid_run_gives_the_local_result(tmp_path: Path, cluster: Cluster, monkeypatch) -> None:
+    csv = tmp_path / "d.csv"
+    mixed_frame(N, seed=4).to_csv(csv, index=False)
+    # the paper's network: seeded weights and SGD order, BLAS products in every fit
+    spec = write_spec(tmp_path / "mlp.yaml", "mlp", model={"params": {"max_iter": 20}})
+    common = ("pdtp", csv, "--model", spec, "--engine", "refit", "--noise-floor", "0", "-q")
+    local = run_cli(*common, "--out", tmp_path / "local", "--jobs", "1")
+    assert local.code in (0, 1), local.stderr
+
+    import mptool.loo.refit as refit
+
+    real = refit.run_tasks
+    victim = cluster.workers[0]
+    seen = {"before": 0, "after": 0}
+
+    def kill_after_first_result(*args, on_done, **kwargs):
+        def done(i, r):
+            on_done(i, r)
+            if victim.poll() is None:
+                seen["before"] += 1
+                victim.send_signal(signal.SIGKILL)  # while the other chunks are queued or running
+                victim.wait(timeout=30)
+            else:
+                seen["after"] += 1
+
+        return real(*args, on_done=done, **kwargs)
+
+    monkeypatch.setattr(refit, "run_tasks", kill_after_first_result)
+    t0 = time.monotonic()
+    res = run_cli(*common, "--out", tmp_path / "dask", "--scheduler", cluster.address)
+    assert res.code == local.code, (res.stderr, cluster.logs())
+    assert victim.returncode == -signal.SIGKILL
+    assert seen["before"] == 1 and seen["after"] >= 1, seen  # the run went on without the killed worker
+    assert cluster.workers[1].poll() is None, cluster.logs()
+    assert (tmp_path / "dask" / "pdtp.csv").read_bytes() == (tmp_path / "local" / "pdtp.csv").read_bytes()
+    assert time.monotonic() - t0 < 600  # a lost task is rescheduled, not waited on until a timeout
