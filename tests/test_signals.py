@@ -48,6 +48,20 @@ LEAK_WORDS = ("resource_tracker", "leaked", "Traceback", "warning")
 EPOCH_LINE = re.compile(r"^Iteration (\d+), loss")
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Each test starts with Python's own SIGINT handler, as under a terminal.
+
+    A shell starts background jobs (``pytest &``, ``nohup``) with SIGINT ignored, and mptool
+    rightly keeps an ignored signal ignored; the tests here are about the handled case.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="module")
 def mlp_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, bytes]:
     """A CSV, a slow-MLP spec and the pdtp.csv bytes of an uninterrupted run."""
