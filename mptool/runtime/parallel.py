@@ -11,7 +11,8 @@ Backends (``--backend``):
 - ``dask``: a Dask cluster through joblib's dask backend. ``--scheduler ADDRESS`` connects
   to a running scheduler; without it a local cluster of ``--jobs`` worker processes is
   started. Large shared inputs (the training set, the pipeline) are scattered to every
-  worker once, not shipped with every task.
+  worker once, not shipped with every task. Tasks cancelled because a lost worker held the
+  last copy of that data are rerun with the data scattered again (:func:`_dispatch_dask`).
 
 There is no Ray backend: no test could run one on the machines the suite runs on (a wheel of
 about 80 MB and a local Ray of its own processes), and no backend is offered untested
