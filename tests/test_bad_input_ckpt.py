@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
+from held_estimators import hold_env, wait_for_hold
 from test_bad_input import assert_refused, snapshot
 
 from mptool.runtime import chunkfile
@@ -445,18 +445,23 @@ def test_report_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
 def test_two_concurrent_runs_then_kill_then_resume_identical(tmp_path: Path) -> None:
     csv = tmp_path / "d.csv"
     mixed_frame(40, seed=2).to_csv(csv, index=False)
-    spec = write_spec(tmp_path / "rf.yaml", "random_forest", model={"params": {"n_estimators": 10}})
-    base = ["pdtp", csv, "--model", spec, "--engine", "refit", "--jobs", "1", "--quiet"]
+    # scikit-learn's random forest; in the subprocess its fits wait, once the first chunk is saved,
+    # until the test has killed it: the run is still going whatever the machine's load
+    spec = write_spec(tmp_path / "rf.yaml", "held_estimators.HeldForest",
+                      model={"params": {"n_estimators": 10, "n_jobs": 1}})
+    base = ["pdtp", csv, "--model", spec, "--engine", "refit", "--jobs", "1", "--quiet",
+            "--allow-import", "held_estimators"]
     ref = run_cli(*base, "--out", tmp_path / "ref")
     assert ref.code in (0, 1), ref.stderr
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "mptool", *map(str, base), "--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while not list((out / ".checkpoint").glob("loo-*.npz")):
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline, "no chunk appeared"
-        time.sleep(0.02)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=hold_env(out / ".checkpoint" / "loo-*.npz", tmp_path / "held"))
+    try:
+        wait_for_hold(tmp_path / "held", lambda: proc.poll() is None)
+    except AssertionError as exc:
+        proc.kill()
+        pytest.fail(f"{exc}: {proc.communicate()[1]}")
     second = run_cli(*base, "--out", out, "--resume")
     assert second.code == 2, second.stderr
     assert f"another mptool run (pid {proc.pid}, started " in second.stderr and "wait for it" in second.stderr

@@ -265,7 +265,7 @@ def test_numpy_warnings_do_not_add_lines_in_a_real_process(tmp_path: Path) -> No
     csv = tmp_path / "d.csv"
     csv.write_text("f0,label\n" + "0,p\n0,q\n" * 3)  # GaussianNB: zero variance, numpy divides by zero
     args = pdtp_args(tmp_path, csv, good_spec(tmp_path), "--quiet")
-    res = subprocess.run([sys.executable, "-m", "mptool", *args], capture_output=True, text=True, timeout=300)
+    res = subprocess.run([sys.executable, "-m", "mptool", *args], capture_output=True, text=True, timeout=900)
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("mptool: error:"), res.stderr
     assert "non-finite probabilities" in lines[0]

@@ -391,7 +391,7 @@ def run_gate(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     full = {**os.environ, "MPTOOL_BIN": f"{shlex.quote(sys.executable)} -m mptool", **env}
     full["PYTHONPATH"] = os.pathsep.join([str(REPO), full.get("PYTHONPATH", "")])
     return subprocess.run(["bash", str(REPO / "scripts" / "ci-gate.sh")], cwd=tmp_path, env=full,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
 
 
 def test_ci_gate_script_writes_the_step_summary_outputs_and_junit(tmp_path: Path) -> None:

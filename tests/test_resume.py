@@ -2,7 +2,9 @@
 
 The resumed run must give byte-identical pdtp.csv to an uninterrupted run, reuse the
 chunks saved before the interruption, and remove its checkpoint once the results are
-written. No wall-clock assumptions: the test waits for the first saved chunk, then kills.
+written. No wall-clock assumptions: once the first chunk is saved, the run's next fit waits
+(``held_estimators.HeldForest``, scikit-learn's random forest) until the test has signalled it,
+so the signal always comes mid-run, however loaded the machine.
 """
 
 from __future__ import annotations
@@ -11,53 +13,59 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
+from held_estimators import hold_env, wait_for_hold
 
 N = 40
+HELD = ("--allow-import", "held_estimators")
 
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, bytes]:
-    """A CSV, a random-forest spec (slow enough to interrupt), and the uninterrupted pdtp.csv bytes."""
+    """A CSV, a random-forest spec (held inside a fit for the interrupting tests), and the uninterrupted pdtp.csv."""
     d = tmp_path_factory.mktemp("resume")
     csv = d / "d.csv"
     mixed_frame(N, seed=2).to_csv(csv, index=False)
-    spec = write_spec(d / "rf.yaml", "random_forest", model={"params": {"n_estimators": 10}})
-    res = run_cli("pdtp", csv, "--model", spec, "--out", d / "ref", "--engine", "refit", "--jobs", "1", "--quiet")
+    spec = write_spec(d / "rf.yaml", "held_estimators.HeldForest", model={"params": {"n_estimators": 10, "n_jobs": 1}})
+    res = run_cli("pdtp", csv, "--model", spec, "--out", d / "ref", "--engine", "refit", "--jobs", "1", "--quiet",
+                  *HELD)
     assert res.code in (0, 1), res.stderr
     return csv, spec, (d / "ref" / "pdtp.csv").read_bytes()
 
 
 def start(csv: Path, spec: Path, out: Path, jobs: int, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "mptool", "pdtp", str(csv), "--model", str(spec), "--out", str(out)]
+    """The run; its fits hold (``held_estimators``) once the first chunk is saved."""
+    cmd = [sys.executable, "-m", "mptool", "pdtp", str(csv), "--model", str(spec), "--out", str(out), *HELD]
     return subprocess.Popen(
         [*cmd, "--engine", "refit", "--jobs", str(jobs), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=hold_env(out / ".checkpoint" / "loo-*.npz", held_mark(out)),
         # a shell may start background jobs with SIGINT ignored; the test wants Python's default handler
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
-def wait_for_first_chunk(proc: subprocess.Popen, out: Path, timeout: float = 240.0) -> None:
-    ckpt = out / ".checkpoint"
-    deadline = time.monotonic() + timeout
-    while not list(ckpt.glob("loo-*.npz")):
-        if proc.poll() is not None:
-            pytest.fail(f"mptool ended (exit {proc.returncode}) before its first chunk: {proc.stderr.read()}")
-        if time.monotonic() > deadline:
+def held_mark(out: Path) -> Path:
+    return out.parent / f"{out.name}-held"
+
+
+def wait_for_first_chunk(proc: subprocess.Popen, out: Path) -> None:
+    """Wait until the first chunk is saved and a later fit holds."""
+    try:
+        wait_for_hold(held_mark(out), lambda: proc.poll() is None)
+    except AssertionError as exc:
+        if proc.poll() is None:
             proc.kill()
-            pytest.fail("no checkpoint chunk appeared")
-        time.sleep(0.02)
+        pytest.fail(f"{exc} (exit {proc.returncode}): {proc.stderr.read()}")
 
 
 def resume(csv: Path, spec: Path, out: Path) -> tuple[str, bytes]:
-    res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--jobs", "1", "--resume")
+    res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--jobs", "1", "--resume", *HELD)
     assert res.code in (0, 1), res.stderr
     assert not (out / ".checkpoint").exists(), "the checkpoint must be removed once results are written"
     return res.stderr, (out / "pdtp.csv").read_bytes()
@@ -79,12 +87,13 @@ def test_sigkill_then_resume_gives_identical_results(tmp_path: Path, inputs) -> 
     assert not (out / "pdtp.csv").exists() and not (out / "pdtp.json").exists()
 
     # a plain rerun must not silently discard or continue the interrupted run
-    plain = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--quiet")
+    plain = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--quiet", *HELD)
     assert plain.code == 2 and "--resume" in plain.stderr
     # --resume refuses a checkpoint made with another spec or other value-changing options
-    res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--resume", "--seed", "7")
+    res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--resume", "--seed", "7", *HELD)
     assert res.code == 2 and "cannot resume" in res.stderr and "different spec" in res.stderr
-    res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--resume", "--sample", "5")
+    res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--resume", "--sample", "5",
+                  *HELD)
     assert res.code == 2 and "run options (sample: None then, 5 now)" in res.stderr
 
     stderr, got = resume(csv, spec, out)
@@ -100,7 +109,7 @@ def test_ctrl_c_exits_130_after_saving_then_resumes(tmp_path: Path, inputs) -> N
     proc = start(csv, spec, out, 2)  # loky workers: Ctrl-C must stop them too
     wait_for_first_chunk(proc, out)
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
+    _, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     note = [ln for ln in stderr.splitlines() if ln.startswith("mptool: interrupted")]

@@ -3,10 +3,12 @@
 scikit-learn's MLPClassifier catches KeyboardInterrupt in its training loop and returns the
 half-trained model; a Ctrl-C at --jobs 1 used to let the run go on (exit 1, one record's
 PDTP from that model). The subprocess tests send real signals to a real mptool while an MLP
-fit is under way: the spec's MLP prints one line per epoch (``verbose``), and the test sends
-the signal once a fit that started after the first saved chunk has printed epoch
-``SIGNAL_AT`` of ``EPOCHS``; at --jobs 1 it then checks that this fit never finished. Each run
-is resumed and compared byte for byte with an uninterrupted one. No wall-clock assumptions.
+fit is under way: the spec's MLP (``held_estimators.HeldMLP``, scikit-learn's MLPClassifier)
+prints one line per epoch (``verbose``), and once the first chunk is saved, every fit that
+reaches epoch ``HOLD_AT`` of ``EPOCHS`` waits there until the test has sent its signal, so
+the signal always lands inside a fit, however loaded the machine; at --jobs 1 the test then
+checks that this fit never finished and no fit started after it. Each run is resumed and
+compared byte for byte with an uninterrupted one. No wall-clock assumptions.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
+from held_estimators import HOLD_AT, hold_env, wait_for_hold
 
 from mptool.runtime import signals
 from mptool.runtime.lock import LOCK_NAME
@@ -31,9 +34,10 @@ from mptool.runtime.lock import LOCK_NAME
 N = 30
 SAMPLE = "6"  # 6 leave-one-out refits (+ the fit on T) per pdtp run
 EPOCHS = 200
-SIGNAL_AT = 20  # the signal goes out when a fit has printed this epoch: 180 epochs are still to come
-SLOW_MLP = {  # every fit runs all its epochs and prints each one
+SLOW_MLP = {  # the paper's network (mptool's `mlp`); every fit runs all its epochs and prints each one
     "hidden_layer_sizes": [64],
+    "activation": "tanh",
+    "learning_rate_init": 0.01,
     "solver": "sgd",
     "max_iter": EPOCHS,
     "tol": 0.0,
@@ -44,13 +48,27 @@ LEAK_WORDS = ("resource_tracker", "leaked", "Traceback", "warning")
 EPOCH_LINE = re.compile(r"^Iteration (\d+), loss")
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Each test starts with Python's own SIGINT handler, as under a terminal.
+
+    A shell starts background jobs (``pytest &``, ``nohup``) with SIGINT ignored, and mptool
+    rightly keeps an ignored signal ignored; the tests here are about the handled case.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="module")
 def mlp_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, bytes]:
     """A CSV, a slow-MLP spec and the pdtp.csv bytes of an uninterrupted run."""
     d = tmp_path_factory.mktemp("signals")
     csv = d / "d.csv"
     mixed_frame(N, seed=4).to_csv(csv, index=False)
-    spec = write_spec(d / "mlp.yaml", "mlp", model={"params": SLOW_MLP})
+    spec = write_spec(d / "mlp.yaml", "held_estimators.HeldMLP", model={"params": SLOW_MLP})
     res = run_cli(*pdtp_args(csv, spec, d / "ref", 1))
     assert res.code in (0, 1), res.stderr
     return csv, spec, (d / "ref" / "pdtp.csv").read_bytes()
@@ -71,20 +89,25 @@ def pdtp_args(csv: Path, spec: Path, out: Path, jobs: int) -> list[str]:
         "--jobs",
         str(jobs),
         "--quiet",
+        "--allow-import",
+        "held_estimators",
     ]
 
 
 class Run:
-    """``python -m mptool ARGS`` in its own process group (as a shell job), its output read as it comes."""
+    """``python -m mptool ARGS`` in its own process group (as a shell job), its output read as it comes.
 
-    def __init__(self, args: list[str], out: Path) -> None:
-        self.out = out
+    Its fits hold (``held_estimators``) once a checkpoint file matching ``hold_after`` exists.
+    """
+
+    def __init__(self, args: list[str], out: Path, hold_after: str) -> None:
+        self.out, self.mark = out, out.parent / f"{out.name}-held"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mptool", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # epoch lines arrive as they are printed
+            env={**hold_env(out / ".checkpoint" / hold_after, self.mark), "PYTHONUNBUFFERED": "1"},
             start_new_session=True,
             # a shell may start background jobs with SIGINT ignored; mptool keeps an ignored signal ignored
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -103,27 +126,19 @@ class Run:
         for line in stream:
             into.append(line.rstrip("\n"))
 
-    def wait_inside_fit(self, pattern: str, timeout: float = 240.0) -> int:
-        """Wait for the first saved chunk, then for a fit under way to print epoch SIGNAL_AT; that line's index."""
-        deadline = time.monotonic() + timeout
-        mark = None
-        while time.monotonic() < deadline:
-            if mark is None and list((self.out / ".checkpoint").glob(pattern)):
-                mark = len(self.lines)
-            if mark is not None:
-                for i in range(mark, len(self.lines)):
-                    if self.lines[i].startswith(f"Iteration {SIGNAL_AT}, "):
-                        return i
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.002)
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        pytest.fail(f"mptool ended (exit {self.proc.returncode}) or stalled before the signal: {self.stderr}")
+    def wait_inside_fit(self) -> None:
+        """Wait until a fit holds at epoch HOLD_AT (after the first saved chunk)."""
+        try:
+            wait_for_hold(self.mark, lambda: self.proc.poll() is None)
+        except AssertionError as exc:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            pytest.fail(f"{exc} (exit {self.proc.returncode}): {self.stderr}")
 
     def finish(self, expected: int) -> str:
         """Wait for the end; the output pipes must close, so a worker or tracker outliving mptool fails the test."""
         for reader in self.readers:
-            reader.join(timeout=120)
+            reader.join(timeout=600)
         if any(reader.is_alive() for reader in self.readers):
             os.killpg(self.proc.pid, signal.SIGKILL)
             pytest.fail("output stayed open: a worker or resource tracker outlived the interrupted run")
@@ -135,14 +150,16 @@ class Run:
             assert word not in stderr, stderr
         return stderr
 
-    def epochs_after(self, index: int) -> list[int]:
-        """The epoch numbers printed from line ``index`` on."""
-        return [int(m.group(1)) for ln in self.lines[index:] if (m := EPOCH_LINE.match(ln))]
+    def last_fit_epochs(self) -> list[int]:
+        """The epoch numbers printed by the last fit that started (from its last "Iteration 1")."""
+        epochs = [int(m.group(1)) for ln in self.lines if (m := EPOCH_LINE.match(ln))]
+        start = max((i for i, e in enumerate(epochs) if e == 1), default=0)
+        return epochs[start:]
 
 
 def assert_no_process_left(pgid: int) -> None:
     """Every process of the run's group (workers, resource trackers) has ended."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
             os.killpg(pgid, 0)
@@ -170,7 +187,7 @@ def resume_pdtp(csv: Path, spec: Path, out: Path) -> bytes:
     return (out / "pdtp.csv").read_bytes()
 
 
-def interrupt_pair(tmp_path: Path, csv: Path, spec: Path, jobs: int, how: dict[int, str]) -> dict[int, tuple[Run, int]]:
+def interrupt_pair(tmp_path: Path, csv: Path, spec: Path, jobs: int, how: dict[int, str]) -> dict[int, Run]:
     """One run per signal, each signalled inside a fit (to the process or to its whole group).
 
     The next run starts once the previous one is signalled (so it cannot finish unobserved)
@@ -179,13 +196,13 @@ def interrupt_pair(tmp_path: Path, csv: Path, spec: Path, jobs: int, how: dict[i
     runs = {}
     for sig, where in how.items():
         out = tmp_path / signal.Signals(sig).name
-        run = Run(pdtp_args(csv, spec, out, jobs), out)
-        at = run.wait_inside_fit("loo-*")
+        run = Run(pdtp_args(csv, spec, out, jobs), out, "loo-*")
+        run.wait_inside_fit()
         if where == "group":  # a Ctrl-C in a terminal: the workers get it too
             os.killpg(run.proc.pid, sig)
         else:  # kill PID, as CI runners and cron do
             run.proc.send_signal(sig)
-        runs[sig] = (run, at)
+        runs[sig] = run
     return runs
 
 
@@ -196,17 +213,16 @@ def test_signal_during_mlp_fit_at_jobs_1(tmp_path: Path, mlp_inputs) -> None:
     """Ctrl-C (SIGINT) and SIGTERM inside an MLP fit at --jobs 1: exit 130/143, hint, nothing written, resume exact."""
     csv, spec, reference = mlp_inputs
     runs = interrupt_pair(tmp_path, csv, spec, 1, {signal.SIGINT: "group", signal.SIGTERM: "process"})
-    for sig, (run, at) in runs.items():
+    for sig, run in runs.items():
         stderr = run.finish(128 + sig)
         saved = hint(stderr, signal.Signals(sig).name, run.out)
         assert 0 < saved < int(SAMPLE)
-        epochs = run.epochs_after(at)
-        assert epochs[0] == SIGNAL_AT and max(epochs) < EPOCHS, "the fit the signal hit must not run to its end"
-        assert epochs == list(range(SIGNAL_AT, max(epochs) + 1)), "no fit may start after the signal"
+        # the fit the signal hit did not run to its end (EPOCHS), and no fit started after it
+        assert run.last_fit_epochs() == list(range(1, HOLD_AT + 1))
         assert not (run.out / "pdtp.csv").exists() and not (run.out / "pdtp.json").exists()
         assert not [p.name for p in run.out.rglob(".*.tmp")], "a temporary file was left behind"
         assert not (run.out / LOCK_NAME).exists(), "the --out lock must be released"
-    for run, _ in runs.values():
+    for run in runs.values():
         assert resume_pdtp(csv, spec, run.out) == reference
 
 
@@ -214,12 +230,12 @@ def test_signal_with_loky_workers(tmp_path: Path, mlp_inputs) -> None:
     """--jobs 2: Ctrl-C to the whole process group (workers too) and SIGTERM to mptool; workers stopped, no leaks."""
     csv, spec, reference = mlp_inputs
     runs = interrupt_pair(tmp_path, csv, spec, 2, {signal.SIGINT: "group", signal.SIGTERM: "process"})
-    for sig, (run, _) in runs.items():
+    for sig, run in runs.items():
         stderr = run.finish(128 + sig)
         hint(stderr, signal.Signals(sig).name, run.out)
         assert not (run.out / "pdtp.csv").exists()
         assert not (run.out / LOCK_NAME).exists()
-    for run, _ in runs.values():
+    for run in runs.values():
         assert resume_pdtp(csv, spec, run.out) == reference
 
 
@@ -246,16 +262,18 @@ def test_sigterm_during_attack_shadow_training(tmp_path: Path, mlp_inputs) -> No
         "--jobs",
         "1",
         "--quiet",
+        "--allow-import",
+        "held_estimators",
     ]
     clean = run_cli(*args, "--out", tmp_path / "clean")
     assert clean.code in (0, 1), clean.stderr
     out = tmp_path / "out"
-    run = Run([*args, "--out", str(out)], out)
-    at = run.wait_inside_fit("task-*")  # target models saved; shadow models training
+    run = Run([*args, "--out", str(out)], out, "task-*")
+    run.wait_inside_fit()  # target models saved; a shadow model holds inside its training
     run.proc.send_signal(signal.SIGTERM)
     stderr = run.finish(143)
     assert hint(stderr, "SIGTERM", out) > 0
-    assert max(run.epochs_after(at)) < EPOCHS
+    assert run.last_fit_epochs() == list(range(1, HOLD_AT + 1))
     assert not (out / "attack.csv").exists()
     resumed = run_cli(*args, "--out", out, "--resume")
     assert resumed.code == clean.code, resumed.stderr

@@ -11,7 +11,8 @@ Backends (``--backend``):
 - ``dask``: a Dask cluster through joblib's dask backend. ``--scheduler ADDRESS`` connects
   to a running scheduler; without it a local cluster of ``--jobs`` worker processes is
   started. Large shared inputs (the training set, the pipeline) are scattered to every
-  worker once, not shipped with every task.
+  worker once, not shipped with every task. Tasks cancelled because a lost worker held the
+  last copy of that data are rerun with the data scattered again (:func:`_dispatch_dask`).
 
 There is no Ray backend: no test could run one on the machines the suite runs on (a wheel of
 about 80 MB and a local Ray of its own processes), and no backend is offered untested
@@ -42,6 +43,9 @@ from mptool.runtime.errors import InputError
 BACKENDS = ("loky", "threading", "dask")
 #: Seconds to wait for a Dask scheduler given with ``--scheduler`` before giving up (exit 2).
 CONNECT_TIMEOUT_S = 10
+
+#: Attempts at a Dask run whose shared data is lost with a worker (:func:`_dispatch_dask`).
+DASK_ATTEMPTS = 3
 
 #: The backend opened by :func:`session` (name, Dask client), so nested calls reuse it.
 _active: dict[str, Any] = {"backend": None, "client": None, "checkpoint": None, "calls": 0}
@@ -337,13 +341,54 @@ def _dispatch(
         return
 
     parent = os.getpid()
-    calls = [delayed(_tagged)(i, parent, fn, *tasks[i]) for i in todo]
     if name == "dask":
-        config = parallel_config(backend="dask", client=_active["client"], scatter=list(shared) or None)
-        with config:
-            _consume(Parallel(n_jobs=-1, return_as="generator_unordered")(calls), finished)
-    else:
-        _consume(Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls), finished)
+        _dispatch_dask(fn, tasks, todo, parent, shared, finished)
+        return
+    calls = [delayed(_tagged)(i, parent, fn, *tasks[i]) for i in todo]
+    _consume(Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls), finished)
+
+
+def _lost_data(exc: BaseException) -> bool:
+    """True for the error of a Dask task whose inputs were lost with a worker (cancelled, not failed)."""
+    try:
+        from distributed.client import FutureCancelledError
+    except ImportError:  # pragma: no cover - the dask backend needs distributed
+        return False
+    return isinstance(exc, FutureCancelledError)
+
+
+def _dispatch_dask(
+    fn: Callable[..., Any],
+    tasks: list[tuple[Any, ...]],
+    todo: list[int],
+    parent: int,
+    shared: Sequence[Any],
+    finished: Callable[[int, Any], None],
+) -> None:
+    """Run tasks ``todo`` on the open Dask client; ``shared`` is scattered to every worker once per attempt.
+
+    Scattered data has no recipe: when the worker holding its last copy is lost (killed,
+    out of memory, or after the scheduler reduced the broadcast copies to one), the tasks
+    that need it are cancelled. The data is then scattered again to the workers left and
+    only the tasks not finished are run again, up to :data:`DASK_ATTEMPTS` times in all.
+    Tasks are pure functions of their arguments, so a rerun gives the same result.
+    """
+    done: set[int] = set()
+
+    def record(i: int, r: Any) -> None:
+        finished(i, r)
+        done.add(i)
+
+    for attempt in range(DASK_ATTEMPTS):
+        left = [i for i in todo if i not in done]
+        calls = [delayed(_tagged)(i, parent, fn, *tasks[i]) for i in left]
+        try:
+            with parallel_config(backend="dask", client=_active["client"], scatter=list(shared) or None):
+                _consume(Parallel(n_jobs=-1, return_as="generator_unordered")(calls), record)
+            return
+        except Exception as exc:
+            if not _lost_data(exc) or signals.received() is not None or attempt + 1 == DASK_ATTEMPTS:
+                raise
 
 
 def _light(arg: Any) -> Any:

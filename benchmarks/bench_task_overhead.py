@@ -1,0 +1,148 @@
+"""Benchmark: per-task overhead of the parallel backends and the refit engine's efficiency at 2 workers.
+
+1. No-op tasks through ``mptool.runtime.parallel.run_tasks`` at 2 workers, loky and Dask (a
+   local cluster of 2 worker processes, as ``--backend dask`` starts), workers already
+   started: tasks per second, against the same tasks run in this process (``--jobs 1``).
+2. Tasks that carry the training set, as the refit engine's chunks do (Adult T, a pandas
+   frame): per-task cost with the frame shipped in every task (loky) and scattered once
+   (``shared=``, Dask).
+3. The refit engine (``RefitEngine``, Long et al. 5.2 leave-one-out) on sub-second fits:
+   a random forest of 10 trees and the paper's network cut to 20 epochs, ``--records``
+   Adult records; ``--jobs 1`` against ``--jobs 2`` on loky (first call: workers start) and
+   Dask; parallel efficiency = t(jobs 1) / (2 t(jobs 2)) by wall time, and by CPU time
+   (CPU of jobs 1 / CPU of this process and its workers at jobs 2: the work parallel
+   running adds, which a loaded machine does not distort); results must be identical.
+
+BLAS is limited to one thread per process. Prints CPU (this process and its workers) and wall time, the
+load average before each measurement, and every ratio against ``--jobs 1`` from the same run.
+
+Usage: python benchmarks/bench_task_overhead.py [--tasks 2000] [--records 200]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: this process and its workers
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import logging  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import psutil  # noqa: E402 - a dependency of distributed (the test extra)
+from joblib.externals.loky import get_reusable_executor  # noqa: E402
+
+from mptool.inputs.bundled import ADULT_CSV, config  # noqa: E402
+from mptool.inputs.prepare import fit_checked, prepare  # noqa: E402
+from mptool.inputs.spec import load_spec  # noqa: E402
+from mptool.loo import LooRequest, RefitEngine  # noqa: E402
+from mptool.runtime import parallel  # noqa: E402
+
+
+def noop(k: int) -> int:
+    return k
+
+
+def touch(X: Any, y: np.ndarray, k: int) -> int:
+    """A task that receives T (as a refit chunk does) and does nothing with it."""
+    return k + len(y)
+
+
+def cpu_all() -> dict[int, float]:
+    """CPU seconds (user + system) of this process and of each of its live descendants (workers)."""
+    out = {}
+    for proc in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            out[proc.pid] = t.user + t.system
+    return out
+
+
+def timed(label: str, fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Run ``fn``; print and return its wall time and the CPU time of this process and its workers."""
+    load = os.getloadavg()[0]
+    before, t0 = cpu_all(), time.perf_counter()
+    out = fn()
+    wall, after = time.perf_counter() - t0, cpu_all()
+    cpu = sum(v - before.get(pid, 0.0) for pid, v in after.items())
+    main = after[os.getpid()] - before[os.getpid()]
+    print(f"# {label}: wall {wall:.3f} s, CPU {cpu:.3f} s of which this process {main:.3f} s (load before {load:.1f})")
+    return wall, cpu, out
+
+
+def per_task(tasks: int, X: Any, y: np.ndarray) -> None:
+    """Parts 1 and 2: tasks per second of no-op tasks and of tasks carrying T."""
+    noops = [(k,) for k in range(tasks)]
+    carry = [(X, y, k) for k in range(tasks // 10)]
+    base, _, _ = timed(f"{tasks} no-op tasks, --jobs 1", lambda: parallel.run_tasks(noop, noops, jobs=1))
+    rates = {"jobs 1": tasks / base}
+    parallel.run_tasks(noop, noops[:50], jobs=2, backend="loky")  # workers start here, not in the timing
+    wall, _, _ = timed(f"{tasks} no-op tasks, loky 2", lambda: parallel.run_tasks(noop, noops, jobs=2))
+    rates["loky 2"] = tasks / wall
+    wall, _, _ = timed(f"{len(carry)} tasks carrying T, loky 2",
+                       lambda: parallel.run_tasks(touch, carry, jobs=2, shared=(X, y)))
+    ship = {"loky 2": wall / len(carry)}
+    with parallel.session("dask", None, 2):
+        parallel.run_tasks(noop, noops[:50], jobs=2, backend="dask")
+        wall, _, _ = timed(f"{tasks} no-op tasks, dask 2",
+                           lambda: parallel.run_tasks(noop, noops, jobs=2, backend="dask"))
+        rates["dask 2"] = tasks / wall
+        wall, _, _ = timed(f"{len(carry)} tasks carrying T, dask 2 (shared)",
+                           lambda: parallel.run_tasks(touch, carry, jobs=2, backend="dask", shared=(X, y)))
+        ship["dask 2"] = wall / len(carry)
+    print("task_rate: " + ", ".join(f"{k} {v:,.0f}/s" for k, v in rates.items())
+          + f" (ratio loky/jobs1 {rates['loky 2'] / rates['jobs 1']:.4f}; load {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} cores)")
+    print("task_with_T: " + ", ".join(f"{k} {1e3 * v:.2f} ms/task" for k, v in ship.items())
+          + f" (T = {len(y)} records, {X.memory_usage(deep=True).sum() / 1e6:.1f} MB as a frame)")
+
+
+def refit_efficiency(name: str, overrides: dict[str, Any], records: int) -> None:
+    """Part 3: the refit engine at --jobs 1 and 2 (loky, dask); efficiency and identical results."""
+    spec = load_spec(config("adult-nn.yaml"), {"data.train_size": records, **overrides})
+    prep = prepare(ADULT_CSV, spec)
+    full = fit_checked(prep.template, prep.train)
+
+    def run(jobs: int, backend: str) -> np.ndarray:
+        req = LooRequest(spec, prep.template, prep.train, full, prep.classes, np.arange(prep.train.n), jobs, backend)
+        return RefitEngine().run(req, lambda n: None).p_loo
+
+    t1, c1, p1 = timed(f"{name} refit, jobs 1", lambda: run(1, "loky"))
+    times, cpus, same = {}, {}, {}
+    for label, backend in (("loky 2 (workers start)", "loky"), ("loky 2 (warm)", "loky"), ("dask 2", "dask")):
+        if backend == "dask":
+            with parallel.session("dask", None, 2):
+                run(2, "dask")  # workers start and import here
+                times[label], cpus[label], p = timed(f"{name} refit, {label}", lambda: run(2, "dask"))
+        else:
+            if label.endswith("(workers start)"):
+                get_reusable_executor().shutdown(wait=True)  # a cold start, as in a fresh CLI run
+            times[label], cpus[label], p = timed(f"{name} refit, {label}", lambda b=backend: run(2, b))
+        same[label] = np.array_equal(p, p1, equal_nan=True)
+    eff = ", ".join(f"{k} {t1 / (2 * v):.0%} (CPU {c1 / cpus[k]:.0%})" for k, v in times.items())
+    print(f"refit_efficiency_{name}: {eff} at 2 workers ({prep.train.n} refits of {t1 / prep.train.n * 1e3:.0f} ms; "
+          f"jobs 1 {t1:.1f} s; identical to jobs 1: {all(same.values())}; load {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} cores)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tasks", type=int, default=2000)
+    ap.add_argument("--records", type=int, default=200)
+    args = ap.parse_args()
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    spec = load_spec(config("adult-nn.yaml"), {"data.train_size": 1000})
+    prep = prepare(ADULT_CSV, spec)
+    per_task(args.tasks, prep.train.X, prep.train.y)
+    forest = {"model.estimator": "random_forest", "model.params": {"n_estimators": 10}}
+    refit_efficiency("forest10", forest, args.records)
+    refit_efficiency("mlp20", {"model.params": {"max_iter": 20}}, args.records)
+
+
+if __name__ == "__main__":
+    main()
