@@ -7,7 +7,7 @@ the remaining one, and pdtp.csv must equal the local ``--jobs 1`` run byte for b
 (issue 27 item 5). No sleeps: readiness is a scheduler file and ``wait_for_workers``, the
 kill is triggered by the first finished task. Whether the killed worker held the last copy
 of the scattered data depends on the scheduler (it may reduce the copies to one); the tasks
-cancelled for that reason are rerun, which the tests before it check directly.
+cancelled for that reason are rerun with the data scattered again (``parallel._dispatch_dask``).
 """
 
 from __future__ import annotations
@@ -92,46 +92,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
-def cancelled_once(marker: str, k: int) -> int:
-    """Task k == 3 fails as a task whose inputs were lost does, the first time only (a marker file remembers)."""
-    from distributed.client import FutureCancelledError
-
-    if k == 3 and not os.path.exists(marker):
-        Path(marker).touch()
-        raise FutureCancelledError("shared-data-key", reason="lost dependencies")
-    return k * k
-
-
-def test_tasks_cancelled_with_lost_data_are_run_again(tmp_path: Path, cluster: Cluster) -> None:
-    """Only the unfinished tasks are rerun, results stay in submission order; a second loss in a row is retried too."""
-    from mptool.runtime import parallel
-
-    marker = tmp_path / "lost"
-    seen: list[int] = []
-    with parallel.session("dask", cluster.address):
-        tasks = [(str(marker), k) for k in range(12)]
-        got = parallel.run_tasks(cancelled_once, tasks, jobs=2, backend="dask", shared=[str(marker)],
-                                 on_done=lambda i, r: seen.append(i))
-    assert got == [k * k for k in range(12)] and marker.exists()
-    assert sorted(seen) == list(range(12))  # each task reported once, none twice
-
-
-def always_cancelled(k: int) -> int:
-    from distributed.client import FutureCancelledError
-
-    raise FutureCancelledError("shared-data-key", reason="lost dependencies")
-
-
-def test_lost_data_every_time_gives_up(cluster: Cluster) -> None:
-    from distributed.client import FutureCancelledError
-
-    from mptool.runtime import parallel
-
-    with parallel.session("dask", cluster.address), pytest.raises(FutureCancelledError):
-        parallel.run_tasks(always_cancelled, [(k,) for k in range(4)], jobs=2, backend="dask")
-
-
-# last: it leaves the cluster one worker short
 def test_killed_worker_mid_run_gives_the_local_result(tmp_path: Path, cluster: Cluster, monkeypatch) -> None:
     csv = tmp_path / "d.csv"
     mixed_frame(N, seed=4).to_csv(csv, index=False)
