@@ -1,0 +1,117 @@
+"""Benchmark: parallel efficiency of the refit engine from 1 to 16 workers on sub-second fits (issue 27 item 5).
+
+The refit engine (``RefitEngine``, Long et al. 5.2 leave-one-out: one refit per record) on
+``--records`` Adult records, for two sub-second fits: a random forest of 10 trees and the
+paper's network (configs/adult-nn.yaml) cut to 20 epochs. For each worker count W in
+``--workers`` (loky, the default backend) it measures:
+
+- cold: the run as a fresh CLI sees it, the W worker processes started inside the timing;
+- warm: the same run again with the W workers already started (loky reuses them);
+- warm, per-chunk pickling: the same again with the shared training set and pipeline pickled
+  for every chunk, as before this benchmark's change (``parallel.PACK_SHARED = False``): the
+  baseline of the packing, measured in the same run.
+
+Parallel efficiency at W workers = t(1) / (W * t(W)) by wall time, where t(1) is the same
+refits in this process (``--jobs 1``). The results at every W must equal ``--jobs 1``'s
+bit for bit (printed). BLAS is limited to one thread per process. The machine, its core
+count and the load average before each measurement are printed: efficiency is only
+meaningful where the machine has at least W idle cores.
+
+Usage: python benchmarks/bench_scaleout.py [--records 320] [--workers 1,2,4,8,16] [--models forest10,mlp20]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: this process and loky workers
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+from joblib.externals.loky import get_reusable_executor  # noqa: E402
+
+from mptool.inputs.bundled import ADULT_CSV, config  # noqa: E402
+from mptool.inputs.prepare import fit_checked, prepare  # noqa: E402
+from mptool.inputs.spec import load_spec  # noqa: E402
+from mptool.loo import LooRequest, RefitEngine  # noqa: E402
+from mptool.runtime import parallel  # noqa: E402
+
+MODELS: dict[str, dict[str, Any]] = {
+    "forest10": {"model.estimator": "random_forest", "model.params": {"n_estimators": 10}},
+    "mlp20": {"model.params": {"max_iter": 20}},
+}
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else platform.processor()."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def measure(name: str, records: int, workers: list[int]) -> list[str]:
+    """Time the refit engine at each worker count, cold and warm; return the summary rows."""
+    spec = load_spec(config("adult-nn.yaml"), {"data.train_size": records, **MODELS[name]})
+    prep = prepare(ADULT_CSV, spec)
+    full = fit_checked(prep.template, prep.train)
+
+    def run(jobs: int) -> tuple[float, np.ndarray, float]:
+        req = LooRequest(spec, prep.template, prep.train, full, prep.classes, np.arange(prep.train.n), jobs)
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        p = RefitEngine().run(req, lambda n: None).p_loo
+        return time.perf_counter() - t0, p, load
+
+    t1, p1, load1 = run(1)
+    print(f"# {name}: jobs 1 {t1:.2f} s for {prep.train.n} refits ({1e3 * t1 / prep.train.n:.0f} ms each; "
+          f"load before {load1:.1f})", flush=True)
+    rows = [f"| {name} | 1 | {t1:.2f} | {t1:.2f} | {t1:.2f} | 100 % | 100 % | 100 % | yes | {load1:.1f} |"]
+    for w in (w for w in workers if w > 1):
+        get_reusable_executor().shutdown(wait=True)  # a cold start, as in a fresh CLI run
+        cold, pc, load_c = run(w)
+        warm, pw, load_w = run(w)
+        parallel.PACK_SHARED = False
+        try:
+            old, po, _ = run(w)
+        finally:
+            parallel.PACK_SHARED = True
+        same = all(np.array_equal(p, p1, equal_nan=True) for p in (pc, pw, po))
+        print(f"# {name}: jobs {w} cold {cold:.2f} s, warm {warm:.2f} s, warm pickling per chunk {old:.2f} s; "
+              f"efficiency cold {t1 / (w * cold):.0%}, warm {t1 / (w * warm):.0%}, per-chunk {t1 / (w * old):.0%}; "
+              f"identical to jobs 1: {same} (load before {load_c:.1f}/{load_w:.1f})", flush=True)
+        rows.append(f"| {name} | {w} | {cold:.2f} | {warm:.2f} | {old:.2f} | {t1 / (w * cold):.0%} | "
+                    f"{t1 / (w * warm):.0%} | {t1 / (w * old):.0%} | {'yes' if same else 'NO'} | "
+                    f"{max(load_c, load_w):.1f} |")
+    get_reusable_executor().shutdown(wait=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=320)
+    ap.add_argument("--workers", default="1,2,4,8,16")
+    ap.add_argument("--models", default="forest10,mlp20")
+    args = ap.parse_args()
+    workers = sorted({int(w) for w in args.workers.split(",")} | {1})
+    print(f"# machine: {os.cpu_count()} cores, {cpu_model()}; python {platform.python_version()}; "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
+    rows = ["| model | workers | cold s | warm s | warm, per-chunk pickling s | efficiency cold | efficiency warm | "
+            "efficiency per-chunk | identical | load |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name in args.models.split(","):
+        rows += measure(name, args.records, workers)
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
