@@ -6,10 +6,7 @@ paper's network (configs/adult-nn.yaml) cut to 20 epochs. For each worker count 
 ``--workers`` (loky, the default backend) it measures:
 
 - cold: the run as a fresh CLI sees it, the W worker processes started inside the timing;
-- warm: the same run again with the W workers already started (loky reuses them);
-- warm, per-chunk pickling: the same again with the shared training set and pipeline pickled
-  for every chunk, as before this benchmark's change (``parallel.PACK_SHARED = False``): the
-  baseline of the packing, measured in the same run.
+- warm: the same run again with the W workers already started (loky reuses them).
 
 Parallel efficiency at W workers = t(1) / (W * t(W)) by wall time, where t(1) is the same
 refits in this process (``--jobs 1``). The results at every W must equal ``--jobs 1``'s
@@ -40,7 +37,6 @@ from mptool.inputs.bundled import ADULT_CSV, config  # noqa: E402
 from mptool.inputs.prepare import fit_checked, prepare  # noqa: E402
 from mptool.inputs.spec import load_spec  # noqa: E402
 from mptool.loo import LooRequest, RefitEngine  # noqa: E402
-from mptool.runtime import parallel  # noqa: E402
 
 MODELS: dict[str, dict[str, Any]] = {
     "forest10": {"model.estimator": "random_forest", "model.params": {"n_estimators": 10}},
@@ -76,23 +72,17 @@ def measure(name: str, records: int, workers: list[int]) -> list[str]:
     t1, p1, load1 = run(1)
     print(f"# {name}: jobs 1 {t1:.2f} s for {prep.train.n} refits ({1e3 * t1 / prep.train.n:.0f} ms each; "
           f"load before {load1:.1f})", flush=True)
-    rows = [f"| {name} | 1 | {t1:.2f} | {t1:.2f} | {t1:.2f} | 100 % | 100 % | 100 % | yes | {load1:.1f} |"]
+    rows = [f"| {name} | 1 | {t1:.2f} | {t1:.2f} | 100 % | 100 % | yes | {load1:.1f} |"]
     for w in (w for w in workers if w > 1):
         get_reusable_executor().shutdown(wait=True)  # a cold start, as in a fresh CLI run
         cold, pc, load_c = run(w)
         warm, pw, load_w = run(w)
-        parallel.PACK_SHARED = False
-        try:
-            old, po, _ = run(w)
-        finally:
-            parallel.PACK_SHARED = True
-        same = all(np.array_equal(p, p1, equal_nan=True) for p in (pc, pw, po))
-        print(f"# {name}: jobs {w} cold {cold:.2f} s, warm {warm:.2f} s, warm pickling per chunk {old:.2f} s; "
-              f"efficiency cold {t1 / (w * cold):.0%}, warm {t1 / (w * warm):.0%}, per-chunk {t1 / (w * old):.0%}; "
-              f"identical to jobs 1: {same} (load before {load_c:.1f}/{load_w:.1f})", flush=True)
-        rows.append(f"| {name} | {w} | {cold:.2f} | {warm:.2f} | {old:.2f} | {t1 / (w * cold):.0%} | "
-                    f"{t1 / (w * warm):.0%} | {t1 / (w * old):.0%} | {'yes' if same else 'NO'} | "
-                    f"{max(load_c, load_w):.1f} |")
+        same = all(np.array_equal(p, p1, equal_nan=True) for p in (pc, pw))
+        print(f"# {name}: jobs {w} cold {cold:.2f} s, warm {warm:.2f} s; efficiency cold {t1 / (w * cold):.0%}, "
+              f"warm {t1 / (w * warm):.0%}; identical to jobs 1: {same} (load before {load_c:.1f}/{load_w:.1f})",
+              flush=True)
+        rows.append(f"| {name} | {w} | {cold:.2f} | {warm:.2f} | {t1 / (w * cold):.0%} | {t1 / (w * warm):.0%} | "
+                    f"{'yes' if same else 'NO'} | {max(load_c, load_w):.1f} |")
     get_reusable_executor().shutdown(wait=True)
     return rows
 
@@ -106,8 +96,8 @@ def main() -> None:
     workers = sorted({int(w) for w in args.workers.split(",")} | {1})
     print(f"# machine: {os.cpu_count()} cores, {cpu_model()}; python {platform.python_version()}; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
-    rows = ["| model | workers | cold s | warm s | warm, per-chunk pickling s | efficiency cold | efficiency warm | "
-            "efficiency per-chunk | identical | load |", "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| model | workers | cold s | warm s | efficiency cold | efficiency warm | identical | load |",
+            "|---|---|---|---|---|---|---|---|"]
     for name in args.models.split(","):
         rows += measure(name, args.records, workers)
     print("\n".join(rows))

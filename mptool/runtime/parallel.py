@@ -47,10 +47,6 @@ CONNECT_TIMEOUT_S = 10
 #: Attempts at a Dask run whose shared data is lost with a worker (:func:`_dispatch_dask`).
 DASK_ATTEMPTS = 3
 
-#: Ship ``shared`` objects to loky workers pickled once (:class:`_Packed`); False only to measure the
-#: old per-chunk pickling in benchmarks/bench_scaleout.py.
-PACK_SHARED = True
-
 #: The backend opened by :func:`session` (name, Dask client), so nested calls reuse it.
 _active: dict[str, Any] = {"backend": None, "client": None, "checkpoint": None, "calls": 0}
 
@@ -348,66 +344,8 @@ def _dispatch(
     if name == "dask":
         _dispatch_dask(fn, tasks, todo, parent, shared, finished)
         return
-    if name == "loky" and shared and PACK_SHARED:
-        packed = _Packed(shared)
-        calls = [delayed(_tagged_packed)(i, parent, fn, packed, packed.refs(tasks[i])) for i in todo]
-    else:
-        calls = [delayed(_tagged)(i, parent, fn, *tasks[i]) for i in todo]
+    calls = [delayed(_tagged)(i, parent, fn, *tasks[i]) for i in todo]
     _consume(Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls), finished)
-
-
-class _Packed:
-    """The ``shared`` objects of one loky run, pickled once in this process (issue 27 item 5).
-
-    Without it joblib pickles the training set and the pipeline again for every chunk, in
-    this process, one chunk after another: about 3 ms per chunk for 1,000 Adult records,
-    serial work that caps the efficiency of many workers on short fits. Each task carries
-    the same bytes (copied, not pickled again) and a worker unpickles them once: the objects
-    are kept in the worker (:data:`_WORKER_SHARED`) under a token that is new for every run.
-    The bytes are made here and read only by this run's own worker processes.
-    """
-
-    def __init__(self, shared: Sequence[Any]) -> None:
-        import pickle
-        import secrets
-
-        self.token = secrets.token_hex(8)
-        self.ids = {id(obj): k for k, obj in enumerate(shared)}
-        self.payload = pickle.dumps(tuple(shared), protocol=pickle.HIGHEST_PROTOCOL)
-
-    def refs(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        """``args`` with each shared object (by identity) replaced by its place in the payload."""
-        return tuple(_SharedRef(self.ids[id(a)]) if id(a) in self.ids else a for a in args)
-
-    def objects(self) -> tuple[Any, ...]:
-        """The shared objects, unpickled once per worker process and run."""
-        import pickle
-
-        got = _WORKER_SHARED.get(self.token)
-        if got is None:
-            _WORKER_SHARED.clear()  # one run's data at a time in a reused worker
-            got = _WORKER_SHARED[self.token] = pickle.loads(self.payload)  # noqa: S301 - made by this run
-        return got
-
-
-class _SharedRef:
-    """A placeholder in a task's arguments for the shared object at place ``k`` of a :class:`_Packed`."""
-
-    __slots__ = ("k",)
-
-    def __init__(self, k: int) -> None:
-        self.k = k
-
-
-#: Shared objects unpickled in this worker process, by the token of their run (:class:`_Packed`).
-_WORKER_SHARED: dict[str, tuple[Any, ...]] = {}
-
-
-def _tagged_packed(index: int, parent_pid: int, fn: Callable[..., Any], packed: _Packed,
-                   args: tuple[Any, ...]) -> tuple[int, Any]:
-    """:func:`_tagged` for a task whose shared arguments travel in ``packed``."""
-    objects = packed.objects()
-    return _tagged(index, parent_pid, fn, *(objects[a.k] if isinstance(a, _SharedRef) else a for a in args))
 
 
 def _lost_data(exc: BaseException) -> bool:
