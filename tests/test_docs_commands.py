@@ -264,5 +264,6 @@ def test_readme_cron_line_logs_the_run_folder_and_mptools_exit_code() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     cron = re.search(r"```cron\n(.*?)```", readme, re.S).group(1)
     line = next(x for x in cron.splitlines() if x and not x.startswith("#"))
-    assert '--out "$out"' in line and "%" not in line.replace("\\%", "")  # a bare % ends a crontab command
-    assert line.index("rc=$?") < line.index("echo") and "$out" in line.split("echo")[1] and "$rc" in line
+    assert "%" not in line.replace("\\%", "")  # a bare % ends a crontab command
+    folder = re.search(r'--out "\$(\w+)"', line).group(1)  # each run in its own folder, named in the log
+    assert line.index("rc=$?") < line.index("echo") and f"${folder}" in line.split("echo")[1] and "$rc" in line
