@@ -29,7 +29,7 @@ the mean over the 100 targets ``mptool attack`` would pick is printed too). Rows
 
 Then one-line sensitivity runs with the exact engines (missing values kept, Laplace
 strength, LR ridge sweep) that explain the gaps. Prints the table (with a short reason per
-row; the full explanation is in the README) and the sensitivity lines. About 410 s of CPU,
+row; the full explanation is in docs/table2.md) and the sensitivity lines. About 410 s of CPU,
 nearly all of it the 368 network fits: about 4 minutes on an idle 2-core machine at
 ``--jobs 2``, 12 minutes at load average 12; ``--nn-records 10`` halves the network part.
 

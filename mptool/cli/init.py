@@ -30,7 +30,7 @@ def spec_text(path: Path, st) -> str:
     if r:
         sep = {"\t": '"\\t"'}.get(r["separator"], v(r["separator"]))
         lines += [
-            "  read:                 # how the file is read (detected; see README 'Reading data')",
+            "  read:                 # how the file is read (detected; see docs/spec.md 'Reading data')",
             f"    separator: {sep}",
             f"    header: {v(r['header'])}"
             + ("" if r["header"] else "         # no header row: columns are named 0, 1, 2, ..."),
