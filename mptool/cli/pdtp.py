@@ -177,8 +177,8 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
         t.add_column(col, justify="right" if col in ("row", "pdtp", "pdtp_raw", "p_full", "p_loo") else "left")
     for _, r in top.iterrows():  # id, label and class come from the data: escaped excerpts
         cells = [ui.cell(r["row"]), *(ui.cell(r[c]) for c in ("id", "label") if c in table)]
-        cells += [f"{r['pdtp']:.4f}", f"{r['pdtp_raw']:.4f}", *([ui.cell(r["worst_class"])] if "worst_class" in table
-                                                                else [])]
+        cells += [f"{r['pdtp']:.4f}", f"{r['pdtp_raw']:.4f}"]
+        cells += [ui.cell(r["worst_class"])] if "worst_class" in table else []
         cells += [f"{r['p_full']:.3f}", f"{r['p_loo']:.3f}", "bin edge" if r["bin_edge"] else ""]
         t.add_row(*cells)
     if not summary.get("replicates"):
