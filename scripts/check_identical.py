@@ -8,6 +8,10 @@ change (the issue 17 restructure) is behaviour-preserving. Prints one line per r
 final ``N identical, M different`` line; exits 1 when any differs.
 
     python scripts/check_identical.py --base 472d29b [--configs adult-nb,adult-lr] [--skip-attack]
+
+``--show-values`` runs this tree's pdtp and attack with ``--show-values``: since issue 26 the
+label and worst_class columns are written only then, and with it the files must be
+byte-identical to those of a revision before that change.
 """
 
 from __future__ import annotations
@@ -37,8 +41,12 @@ RUNS = {
 }
 
 
-def run(tree: Path, command: str, config: str, out: Path) -> str:
-    """Run one command with the code in ``tree``; the SHA-256 of its result CSV (or the failure)."""
+#: Commands that take --show-values (the label column is opt-in since issue 26).
+SHOW_VALUES = {"pdtp", "attack"}
+
+
+def run(tree: Path, command: str, config: str, out: Path, flags: tuple[str, ...] = ()) -> str:
+    """Run one command with the code in ``tree`` (and ``flags``); the SHA-256 of its result CSV (or the failure)."""
     extra, result = RUNS[command]
     if command == "pdtp" and config in SLOW:
         extra = ["--train-size", "200", "--sample", "12"]
@@ -48,7 +56,7 @@ def run(tree: Path, command: str, config: str, out: Path) -> str:
     spec = ROOT / "mptool" / "configs" / f"{config}.yaml"
     env = {**os.environ, "PYTHONPATH": str(tree)}
     args = [sys.executable, "-m", "mptool", command, str(data), "--model", str(spec), "--out", str(out),
-            "--jobs", "1", "--quiet", *extra]
+            "--jobs", "1", "--quiet", *extra, *flags]
     proc = subprocess.run(args, env=env, capture_output=True, text=True, cwd=tree)
     if proc.returncode not in (0, 1):
         return f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"
@@ -60,6 +68,8 @@ def main() -> int:
     parser.add_argument("--base", required=True, help="git revision to compare against")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--commands", default=",".join(RUNS))
+    parser.add_argument("--show-values", action="store_true",
+                        help="run this tree's pdtp and attack with --show-values (the base without)")
     args = parser.parse_args()
     same = differ = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -69,7 +79,8 @@ def main() -> int:
             for config in args.configs.split(","):
                 for command in args.commands.split(","):
                     a = run(base, command, config, Path(tmp) / f"a-{config}-{command}")
-                    b = run(ROOT, command, config, Path(tmp) / f"b-{config}-{command}")
+                    flags = ("--show-values",) if args.show_values and command in SHOW_VALUES else ()
+                    b = run(ROOT, command, config, Path(tmp) / f"b-{config}-{command}", flags)
                     ok = a == b and not a.startswith("exit")
                     same, differ = same + ok, differ + (not ok)
                     print(f"{config:<10} {command:<11} {'identical' if ok else 'DIFFERENT'}  {a[:16]}  {b[:16]}",

@@ -59,10 +59,11 @@ def summary(d: Path, out: str) -> dict:
 
 
 def with_values(d: Path, out: str, csv: Path) -> pd.DataFrame:
-    """pdtp.csv joined with the audited CSV's values by row number (the reference's way to know a record)."""
+    """pdtp.csv joined with the audited CSV's values (features and label) by row number (the reference's way to
+    know a record; pdtp.csv holds no label without --show-values)."""
     data = pd.read_csv(csv)
     t = table(d, out)
-    return t.join(data[FEATURES], on="row")
+    return t.join(data[[*FEATURES, "label"]], on="row")
 
 
 # ----------------------------------------------------------------------------------------- fingerprints

@@ -45,8 +45,10 @@ def census_file(path: Path, n: int = 400) -> pd.DataFrame:
 
 def pdtp_run(tmp: Path, data: Path, spec: Path, out: str, *extra: str, fingerprint: bool = False):
     """pdtp.csv of a run; without the ``fingerprint`` column unless asked (it hashes the values as the spec reads
-    them, so e.g. data.categorical changes it while the numbers stay)."""
-    res = run_cli("pdtp", data, "--model", spec, "--out", tmp / out, "--jobs", "1", "--quiet", "--force", *extra)
+    them, so e.g. data.categorical changes it while the numbers stay). With ``--show-values``: the label and
+    worst_class columns (how each reader reads the label) are compared too."""
+    res = run_cli("pdtp", data, "--model", spec, "--out", tmp / out, "--jobs", "1", "--quiet", "--force",
+                  "--show-values", *extra)
     assert res.code in (0, 1), res.stderr
     table = pd.read_csv(tmp / out / "pdtp.csv")
     return table if fingerprint else table.drop(columns=["fingerprint"], errors="ignore")
@@ -255,7 +257,7 @@ def test_lightgbm_through_a_dotted_path_is_seeded_and_independent_of_jobs(tmp_pa
     assert refused.code == 2 and "--allow-import lightgbm" in refused.stderr
     one = pdtp_run(tmp_path, csv, spec, "one", "--allow-import", "lightgbm", fingerprint=True)
     two = run_cli("pdtp", csv, "--model", spec, "--out", tmp_path / "two", "--jobs", "2", "--quiet",
-                  "--allow-import", "lightgbm")
+                  "--allow-import", "lightgbm", "--show-values")
     assert two.code in (0, 1), two.stderr
     pd.testing.assert_frame_equal(one, pd.read_csv(tmp_path / "two" / "pdtp.csv"))
     doc = json.loads((tmp_path / "one" / "pdtp.json").read_text())

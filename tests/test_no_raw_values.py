@@ -83,7 +83,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     hostile_frame().to_csv(csv, index=False)
     spec = write_spec(base / "s.yaml", "categorical_nb", data={"id": "rid"})
     out = base / HOSTILE_DIR
-    argv = ["pdtp", str(csv), "--model", str(spec), "--out", str(out), "--threshold", "0.5", "--jobs", "1"]
+    argv = ["pdtp", str(csv), "--model", str(spec), "--out", str(out), "--threshold", "0.5", "--jobs", "1",
+            "--show-values"]  # the hostile labels in the terminal table and pdtp.csv (the reports never show them)
     saved = sys.argv
     sys.argv = ["mptool", *argv]
     try:  # the manifest records sys.argv as the command line, as the console script would
@@ -260,15 +261,17 @@ def test_reports_hold_no_feature_value_or_id_by_default(reports: dict[str, objec
         assert isinstance(text, str)
         assert MARKER not in text and ID_MARKER not in text, name
         assert "31mred" not in text and "u202eue" not in text  # hostile category values of the records
+        assert "Hall good" not in text  # the hostile label: in pdtp.csv (--show-values), never in a default report
     assert "--show-values" in reports["html"]  # the HTML says how to add them
-    assert "never shows the records' feature values" in reports["md"]
+    assert "never shows the records' labels, worst classes, feature values or ids" in reports["md"]
 
 
 def test_show_values_puts_them_in_the_html_only(reports: dict[str, object]) -> None:
     html, md = reports["html_values"], reports["md_values"]
     assert MARKER in html and ID_MARKER in html
     assert "\\x1b[31mred\\x1b[0m" in html  # a hostile feature value, escaped
-    assert MARKER not in md and ID_MARKER not in md
+    assert "\\x1b[2J\\x1b[Hall good" in html  # a hostile label (pdtp.csv of --show-values), escaped
+    assert MARKER not in md and ID_MARKER not in md and "Hall good" not in md
     shown = reports["shown"]
     assert isinstance(shown, CliResult)
     assert "do not publish it" in shown.stderr

@@ -156,7 +156,7 @@ def test_class_absent_after_removal(tmp_path):
     df.to_csv(csv, index=False)
     spec = write_spec(tmp_path / "s.yaml", "logistic_regression")
     out = tmp_path / "out"
-    res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--jobs", "1")
+    res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--jobs", "1", "--show-values")
     assert res.code == 1
     assert "single training record" in res.stderr
     table = pd.read_csv(out / "pdtp.csv").set_index("row")

@@ -256,9 +256,9 @@ def test_html_escapes_values_from_the_data(runs: dict[str, Path], tmp_path: Path
     copy = tmp_path / "res"
     shutil.copytree(runs["only"], copy)
     table = pd.read_csv(copy / "pdtp.csv")
-    table["label"] = "<script>alert(1)</script>"
+    table["label"] = "<script>alert(1)</script>"  # as pdtp --show-values writes it: shown with --show-values only
     table.to_csv(copy / "pdtp.csv", index=False)
-    context = build_context(load_results(copy))
+    context = build_context(load_results(copy), show_values=True)
     text = environment(autoescape=True).get_template("report.html.j2").render(**context, plots=[], plots_skipped=[])
     check_html(text)
     assert "<script>" not in text and "&lt;script&gt;" in text

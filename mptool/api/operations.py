@@ -18,6 +18,7 @@ Example (a notebook cell)::
     result = mptool.pdtp("adult.csv", "configs/adult-nb.yaml", records=[0, 5, 9])
     result.verdict            # 'pass' or 'fail'
     result.table.head()       # row, label, pdtp, worst_class, p_full, p_loo, violation, ...
+                              # (the CLI writes label and worst_class only with --show-values)
     result.summary["max"]
 """
 

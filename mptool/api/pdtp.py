@@ -40,11 +40,13 @@ from mptool.runtime.parallel import choose_workers, resolve_jobs
 PDTP_COLUMNS = {
     "row": "0-based data row of the input CSV (header excluded)",
     "id": "value of the spec's id column (only when data.id is set)",
-    "label": "the record's label",
+    "label": "the record's label (a training value: written and printed only with --show-values, "
+    "mptool.outputs.formats.published; the API's table always has it)",
     "pdtp": "max over classes of |ln p_T(y|x_t) - ln p_{T minus t}(y|x_t)|, binned probabilities",
     "pdtp_raw": "the same on the raw (unbinned) probabilities, floored at 1e-12 as with bin_size 0: "
     "pdtp_raw <= DTP(t) <= dtp_upper",
-    "worst_class": "the class attaining the maximum",
+    "worst_class": "the class attaining the maximum (with p_full it names the label as often as the model is "
+    "right: written and printed only with --show-values, like label)",
     "p_full": "binned probability of worst_class from the model trained on T",
     "p_loo": "binned probability of worst_class from the model trained on T without the record",
     "violation": "true when the gated PDTP exceeds the threshold (DTP-1 for the default 1.0): pdtp with --gate "

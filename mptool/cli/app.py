@@ -129,6 +129,14 @@ AllowImportOpt = Annotated[
     list[str] | None, typer.Option("--allow-import", help="Module a dotted estimator path may import from.")
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only the verdict line; no progress.")]
+ShowValuesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--show-values",
+        help="Also write and print each record's label and worst_class (training values: off by default, so "
+        "result files, the terminal and CI logs hold none; docs/outputs.md). Do not publish such results.",
+    ),
+]
 
 # Scale-out and resume options shared by every subcommand with long parallel work.
 BackendOpt = Annotated[

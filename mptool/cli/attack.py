@@ -20,6 +20,7 @@ from mptool.cli.app import (
     ResumeOpt,
     SchedulerOpt,
     SeedOpt,
+    ShowValuesOpt,
     app,
     resolve_inputs,
 )
@@ -140,7 +141,7 @@ shadow models from one pool; --shadow-pool 0 trains --pairs fresh in/out pairs p
 target per iteration, as the paper does (about 100 times the fits). Before the work, one
 line gives the planned model fits and an estimated time; --budget sizes the run to fit.
 
-DIR/attack.csv, one row per target: row, [id], label, pdtp_mean, <attack>_accuracy per
+DIR/attack.csv, one row per target: row, [id], [label], pdtp_mean, <attack>_accuracy per
 attack (lira gives lira_ and lira_offline_, rmia rmia_ and rmia_offline_), max_accuracy, lira_score (mean online
 LiRA log-likelihood ratio while a member), kl_leakage (Farokhi-Kaafar, nats; empty where
 not estimable), n_attacks, pdtp_measurements. DIR/attack.json: {"summary": {...}, "attacks":
@@ -152,6 +153,8 @@ the attack of highest TPR at 1% FPR with that TPR's 95% bootstrap interval over 
 |D|/2 and summary.candidates_from says where |D| came from; summary.plan holds the planned
 fits, the estimate and what --budget changed. DIR/attempts.csv, one row per attack per
 attempt: row, iteration, attack, member, score, decision (every metric recomputes from it).
+The label (a training value) is in attack.csv and attack.json's records only with
+--show-values (docs/outputs.md).
 
 attribute:COLUMN (Yeom et al. section 4): on the same target models and targets, the
 inversion adversary infers COLUMN from the other features and the label by the model's loss
@@ -198,6 +201,7 @@ def attack(
     scheduler: SchedulerOpt = None,
     resume: ResumeOpt = False,
     format: ci.FormatOpt = "csv",
+    show_values: ShowValuesOpt = False,
 ) -> int:
     """``mptool attack`` (help: :data:`ATTACK_HELP`): flags checked, the API's attack run, its files written.
 
@@ -251,22 +255,27 @@ def attack(
         checkpoint=opener, prepared=prep, on_plan=opener.lines.append, trained=trained,
         rmia_gamma=rmia_gamma, rmia_offline_a=rmia_offline_a,
     )
-    return finish_attack(result, len(prep.notes), spec, out_dir, opener, formats, attribute_values, quiet)
+    return finish_attack(result, len(prep.notes), spec, out_dir, opener, formats, attribute_values, quiet,
+                         show_values)
 
 
 def finish_attack(
     result: Any, known_notes: int, spec: Any, out_dir: Path, opener: CheckpointOpener, formats: tuple[str, ...],
-    attribute_values: bool, quiet: bool,
+    attribute_values: bool, quiet: bool, show_values: bool = False,
 ) -> int:
     """After the run: attack.csv, attack.json, attempts.csv (attribute.csv, junit.xml), the result
-    lines, the gates, and the exit code (1 when a gate is exceeded or cannot decide: it fails closed)."""
+    lines, the gates, and the exit code (1 when a gate is exceeded or cannot decide: it fails closed).
+
+    The per-target table is written without ``label`` unless ``show_values``
+    (:func:`mptool.outputs.formats.published`)."""
     from mptool.outputs.attack_text import summary_lines
-    from mptool.outputs.formats import OutputFile, records_for_json, write_files
+    from mptool.outputs.formats import OutputFile, published, records_for_json, write_files
 
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir)}
-    document = {"summary": summary, "attacks": dict(result.attacks), "records": records_for_json(result.table)}
+    table = published(result.table, show_values)
+    document = {"summary": summary, "attacks": dict(result.attacks), "records": records_for_json(table)}
     files = [
-        OutputFile("attack.csv", "csv", result.table),
+        OutputFile("attack.csv", "csv", table),
         OutputFile("attack.json", "json", document),
         OutputFile("attempts.csv", "csv-exact", result.attempts),
     ]

@@ -23,6 +23,7 @@ from mptool.cli.app import (
     ResumeOpt,
     SchedulerOpt,
     SeedOpt,
+    ShowValuesOpt,
     ThresholdOpt,
     TrainSizeOpt,
     app,
@@ -152,7 +153,8 @@ def qualified_verdict(summary: dict, line: str) -> str:
 
 
 def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
-    """Verdict line and the ten riskiest records."""
+    """Verdict line and the ten riskiest records (``label`` and ``worst_class`` only where ``table`` has them:
+    with ``--show-values``, :func:`mptool.outputs.formats.published`)."""
     verdict = summary["verdict"]
     line = verdict_line(summary)
     line = qualified_verdict(summary, line)
@@ -169,12 +171,14 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
     if summary.get("replicates"):
         top = top.iloc[:0]
     t = Table(title="Riskiest records", title_justify="left")
-    cols = ("row", *(["id"] if "id" in table else []), "label", "pdtp", "pdtp_raw", "worst_class", "p_full", "p_loo")
+    cols = ("row", *(c for c in ("id", "label") if c in table), "pdtp", "pdtp_raw",
+            *(["worst_class"] if "worst_class" in table else []), "p_full", "p_loo")
     for col in (*cols, "note"):
         t.add_column(col, justify="right" if col in ("row", "pdtp", "pdtp_raw", "p_full", "p_loo") else "left")
     for _, r in top.iterrows():  # id, label and class come from the data: escaped excerpts
-        cells = [ui.cell(r["row"]), *([ui.cell(r["id"])] if "id" in table else [])]
-        cells += [ui.cell(r["label"]), f"{r['pdtp']:.4f}", f"{r['pdtp_raw']:.4f}", ui.cell(r["worst_class"])]
+        cells = [ui.cell(r["row"]), *(ui.cell(r[c]) for c in ("id", "label") if c in table)]
+        cells += [f"{r['pdtp']:.4f}", f"{r['pdtp_raw']:.4f}"]
+        cells += [ui.cell(r["worst_class"])] if "worst_class" in table else []
         cells += [f"{r['p_full']:.3f}", f"{r['p_loo']:.3f}", "bin edge" if r["bin_edge"] else ""]
         t.add_row(*cells)
     if not summary.get("replicates"):
@@ -193,15 +197,17 @@ def print_pdtp_summary(summary: dict, table, quiet: bool) -> None:
 
 
 def print_replicate_table(table) -> None:
-    """The ten riskiest records of a randomized audit: estimate, bounds, decision, replicates, spread."""
+    """The ten riskiest records of a randomized audit: estimate, bounds, decision, replicates, spread
+    (``label`` only where ``table`` has it: with ``--show-values``)."""
     from rich.table import Table
 
     top = table.sort_values(["pdtp_low", "row"], ascending=[False, True]).head(10)
     t = Table(title="Riskiest records (influence beyond training randomness)", title_justify="left")
-    for col in ("row", "label", "pdtp", "95% bounds", "violation", "replicates", "sd_full"):
+    shown = ["label"] if "label" in table else []
+    for col in ("row", *shown, "pdtp", "95% bounds", "violation", "replicates", "sd_full"):
         t.add_column(col, justify="left" if col in ("label", "violation") else "right")
     for _, r in top.iterrows():
-        t.add_row(ui.cell(r["row"]), ui.cell(r["label"]), f"{r['pdtp']:.4f}",
+        t.add_row(ui.cell(r["row"]), *(ui.cell(r[c]) for c in shown), f"{r['pdtp']:.4f}",
                   f"[{r['pdtp_low']:.3f}, {r['pdtp_high']:.3f}]", str(r["violation"]), str(r["replicates"]),
                   f"{r['sd_full']:.4f}")
     ui.out_console.print(t)
@@ -274,12 +280,13 @@ ErrorControlOpt = Annotated[
 
 PDTP_HELP = """PDTP of every training record (leave-one-out) and the DTP-1 verdict.
 
-Writes DIR/pdtp.csv, one row per record: row, [id], label, pdtp, pdtp_raw, worst_class,
+Writes DIR/pdtp.csv, one row per record: row, [id], [label], pdtp, pdtp_raw, [worst_class],
 p_full, p_loo, violation, bin_edge, dtp_upper, dtp_upper_binned, dtp_upper_vacuous,
 [dtp_queries] (with --queries train|FILE), [above_noise_floor] (when a noise floor is
 measured), fingerprint, [baseline_status, baseline_pdtp] (with --baseline), [waived] (with
 --waivers); and DIR/pdtp.json (summary and run manifest; the records too with
---json-records). DATA may be CSV, CSV.gz or Parquet (see
+--json-records). label and worst_class (a stand-in for the label) are training values:
+written and printed only with --show-values (docs/outputs.md). DATA may be CSV, CSV.gz or Parquet (see
 data.read in the spec). With no arguments, audits the bundled UCI Adult data with
 configs/adult-nb.yaml.
 
@@ -329,6 +336,7 @@ def pdtp(
     replicates: ReplicatesOpt = None,
     budget: BudgetOpt = None,
     error_control: ErrorControlOpt = "bh",
+    show_values: ShowValuesOpt = False,
 ) -> int:
     """``mptool pdtp`` (help: :data:`PDTP_HELP`): flags checked, the API's pdtp run, its files and verdict.
 
@@ -386,7 +394,8 @@ def pdtp(
         ui.info(line, quiet)
     for note in (result.summary.get("replicates") or {}).get("notes", []):
         ui.warn(note)
-    return finish_pdtp(result, spec, out_dir, opener, gate_inputs, formats, json_records, quiet, t_read)
+    return finish_pdtp(result, spec, out_dir, opener, gate_inputs, formats, json_records, quiet, t_read,
+                       show_values)
 
 
 def check_randomized_flags(prep: Any, options: Any, gate_inputs: Any, formats: tuple[str, ...]) -> None:
@@ -427,19 +436,22 @@ def check_pdtp_cli_flags(
 
 def finish_pdtp(
     result: Any, spec: Any, out_dir: Path, opener: CheckpointOpener, gate_inputs: Any, formats: tuple[str, ...],
-    json_records: bool, quiet: bool, read_s: float = 0.0,
+    json_records: bool, quiet: bool, read_s: float = 0.0, show_values: bool = False,
 ) -> int:
     """After the run: the baseline/waiver gate, pdtp.csv, pdtp.json (junit.xml), terminal lines, exit code.
+
+    Without ``show_values`` no file or line holds a record's ``label`` or ``worst_class``
+    (:func:`mptool.outputs.formats.published`); with it every file is as before they became opt-in.
 
     pdtp.json's timings gain ``read_prepare_s`` (reading the data, drawing T) and ``write_csv_s``
     (rendering pdtp.csv, rendered before pdtp.json so that its time is in it; every file is
     still rendered before any is written).
     """
     from mptool.inputs.signature import signature_block
-    from mptool.outputs.formats import OutputFile, jsonable, records_for_json, to_csv, write_files
+    from mptool.outputs.formats import OutputFile, jsonable, published, records_for_json, to_csv, write_files
 
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir), "records_file": "pdtp.csv"}
-    table = result.table.copy()
+    table = published(result.table, show_values).copy()
     outcome = ci.apply_gate(table, summary, result.summary["threshold"], gate_inputs)
     if outcome is not None:
         summary["baseline"] = outcome.block
@@ -455,7 +467,7 @@ def finish_pdtp(
         files.append(ci.junit_file("mptool pdtp", cases, summary["timings"]["total_s"]))
     write_files(out_dir, files)
     opener.finish("record(s)")
-    print_pdtp_summary(dict(result.summary), result.table, quiet)
+    print_pdtp_summary(dict(result.summary), published(result.table, show_values), quiet)
     if outcome is not None:
         ci.print_gate(outcome, bool(summary["identity"].get("id")), quiet)
     workers = result.summary.get("workers") or {}

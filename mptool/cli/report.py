@@ -31,7 +31,8 @@ ShowValuesOpt = Annotated[
     bool,
     typer.Option(
         "--show-values",
-        help="HTML only: add the riskiest records' feature values and ids, read from the audited CSV. "
+        help="HTML only: add the riskiest records' labels, worst classes, feature values and ids (the label and "
+        "features read from the audited CSV). "
         "Off by default; the Markdown summary never holds them.",
     ),
 ]
@@ -60,10 +61,10 @@ def report(
 
     Reads pdtp.csv/json, attack.csv/json and reduce.csv/json, whichever are present (says
     which are missing), and never reruns an audit. HTML: verdict, summary, plots embedded
-    as SVG, riskiest records (row number, PDTP, label and classes), attacks, reduce-dtp
+    as SVG, riskiest records (row number, PDTP, probabilities), attacks, reduce-dtp
     trace, run manifest; one file, no network. Markdown: verdict, summary and riskiest
     records for $GITHUB_STEP_SUMMARY ('--format md --out - >> "$GITHUB_STEP_SUMMARY"').
-    No report shows the records' feature values or ids unless --show-values is given, and
+    No report shows the records' labels, worst classes, feature values or ids unless --show-values is given, and
     then only the HTML one. An existing report file is overwritten only with --force; the
     results and the data and spec they name never.
 

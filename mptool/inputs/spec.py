@@ -473,6 +473,17 @@ class DataSpec(_Strict):
                 raise ValueError(f"label_bins is a strictly increasing list of 1 to {MAX_LABEL_EDGES} edges")
         return v
 
+    @field_validator("id")
+    @classmethod
+    def _id_not_label(cls, v: str | None, info: Any) -> str | None:
+        if v is not None and v == info.data.get("label"):
+            raise ValueError(
+                "data.id names the label column: ids are written to pdtp.csv, the terminal and junit.xml, so "
+                "every record's label would be published; set data.id to a key column that holds no training "
+                "value, or leave it out"
+            )
+        return v
+
     @field_validator("numeric")
     @classmethod
     def _kinds_apart(cls, v: list[str], info: Any) -> list[str]:

@@ -85,6 +85,24 @@ def to_csv_exact(frame: pd.DataFrame) -> str:
     return to_csv_text(frame)
 
 
+#: Per-record columns written and printed only with ``--show-values`` (docs/outputs.md): ``label`` is a
+#: training value itself; ``worst_class`` stands in for it -- with the record's ``p_full`` it gives the
+#: model's prediction at x_t (in a binary problem the class whose probability moved most is the less
+#: likely one), so it names the label as often as the model is right on T (80-86% on Adult).
+VALUE_COLUMNS = ("label", "worst_class")
+
+
+def published(frame: pd.DataFrame, show_values: bool = False) -> pd.DataFrame:
+    """``frame`` as it may be written or printed: without :data:`VALUE_COLUMNS` unless ``show_values``.
+
+    With ``show_values`` the very same frame (so the files are byte-identical to those written
+    before the columns became opt-in).
+    """
+    if show_values:
+        return frame
+    return frame.drop(columns=[c for c in VALUE_COLUMNS if c in frame.columns])
+
+
 def records_for_json(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows of a per-record frame as JSON-ready dicts."""
     return [jsonable(r) for r in frame.to_dict(orient="records")]

@@ -26,7 +26,7 @@ from mptool.outputs.results import manifest
 ATTACK_COLUMNS = {
     "row": "0-based data row of the input CSV (header excluded)",
     "id": "value of the spec's id column (only when data.id is set)",
-    "label": "the record's label",
+    "label": "the record's label (written only with --show-values; the API's table always has it)",
     "pdtp_mean": "mean PDTP of the record while a member, over the first --pdtp-iterations iterations",
     "<attack>_accuracy": "per-target accuracy: correct membership guesses / attacks on the record (2 per iteration)",
     **attribute_mod.COLUMNS,

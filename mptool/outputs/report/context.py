@@ -4,11 +4,11 @@ Turns :class:`~mptool.outputs.report.loader.ReportInputs` into plain dicts and l
 already-formatted strings, which the HTML and Markdown templates lay out. Numbers are
 formatted here, once, so both formats show the same values.
 
-What a record shows: its CSV row number, PDTP, probabilities, label and classes. Labels
-and classes come from the data, so they are shown as short escaped excerpts
-(:func:`mptool.runtime.ui.excerpt`). Feature values and the ``data.id`` column are
-training data, not results: they appear only when ``show_values`` is asked for, which
-only the HTML report does (``mptool report --show-values``).
+What a record shows: its CSV row number, PDTP and probabilities. Its label, its
+``worst_class`` (a stand-in for the label, :data:`mptool.outputs.formats.VALUE_COLUMNS`),
+its feature values and its ``data.id`` are training data, not results: they appear only
+when ``show_values`` is asked for, which only the HTML report does (``mptool report
+--show-values``), and then as short escaped excerpts (:func:`mptool.runtime.ui.excerpt`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from mptool.outputs import formats
 from mptool.outputs.report.attribute import attribute_block
 from mptool.outputs.report.loader import (
     PRODUCER,
@@ -74,8 +75,8 @@ def fmt_p(value: Any) -> str:
 
 #: Columns that hold a value from the data rather than a result: shown as escaped excerpts.
 DATA_COLUMNS = ("label", "worst_class", "id")
-#: Columns that are training data themselves: shown only with ``show_values``.
-VALUE_COLUMNS = ("id",)
+#: Columns that are training data themselves (or stand in for it): shown only with ``show_values``.
+VALUE_COLUMNS = ("id", *formats.VALUE_COLUMNS)
 
 
 def data_cell(value: Any) -> str:
@@ -281,7 +282,8 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
 
 def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> dict[str, Any] | None:
     """The ``top`` riskiest records of pdtp.csv with probabilities and attack accuracies;
-    with ``show_values`` also their ids and feature values (from ``inputs.features``).
+    with ``show_values`` also their ids, labels and worst classes (from pdtp.csv; the labels from
+    ``inputs.labels`` when pdtp.csv has none) and feature values (from ``inputs.features``).
 
     Bounds come with the PDTP on their scale: ``pdtp_raw`` <= ``dtp_upper`` (raw probabilities),
     ``pdtp`` <= ``dtp_upper_binned`` (binned)."""
@@ -289,6 +291,8 @@ def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> di
     if t is None or "row" not in t:
         return None
     t = t.sort_values(["pdtp", "row"], ascending=[False, True]).head(top)
+    if show_values and "label" not in t and inputs.labels is not None:  # pdtp.csv without labels: from the data
+        t = t.assign(label=t["row"].map(lambda r: inputs.labels.get(int(r))))
     core = [
         c
         for c in (

@@ -63,6 +63,7 @@ class ReportInputs:
     mitigate_table: pd.DataFrame | None = None  # mptool mitigate (report.mitigation), only when present
     mitigate_doc: dict[str, Any] | None = None
     features: pd.DataFrame | None = None  # feature values of the top records (only with show_values), by row
+    labels: pd.Series | None = None  # their labels from the audited CSV (show_values, pdtp.csv without them), by row
     missing: list[str] = field(default_factory=list)  # file names not found
     notes: list[str] = field(default_factory=list)  # problems worth telling the reader
 
@@ -335,8 +336,9 @@ def load_features(inputs: ReportInputs, top: int) -> pd.DataFrame | None:
 
     Rows are the 0-based data rows of that CSV, so ``iloc`` finds them. The label, the
     spec's dropped columns and its id column are left out (they are shown elsewhere or
-    were not used by the model). A changed file (hash differs from the manifest) is
-    still read, with a note.
+    were not used by the model). A pdtp.csv without a ``label`` column (written without
+    ``pdtp --show-values``) gets the top records' labels from here, in ``inputs.labels``.
+    A changed file (hash differs from the manifest) is still read, with a note.
     """
     rows = top_rows(inputs, top)
     if not rows:
@@ -365,13 +367,16 @@ def load_features(inputs: ReportInputs, top: int) -> pd.DataFrame | None:
                             "is published); its feature values may not match")
     spec = spec_of(inputs)
     data_spec = spec.get("data", {}) if isinstance(spec, dict) else {}
-    hide = {data_spec.get("label"), data_spec.get("id"), *(data_spec.get("drop") or [])}
+    label = data_spec.get("label")
+    hide = {label, data_spec.get("id"), *(data_spec.get("drop") or [])}
     keep = [c for c in frame.columns if c not in hide]
     valid = [r for r in rows if 0 <= r < len(frame)]
     if len(valid) < len(rows):
         inputs.notes.append(f"{len(rows) - len(valid)} top row(s) are beyond the end of {path}; not shown")
     features = frame.iloc[valid][keep].copy()
     features.index = pd.Index(valid, name="row")
+    if label in frame.columns and inputs.pdtp_table is not None and "label" not in inputs.pdtp_table:
+        inputs.labels = pd.Series(frame[label].iloc[valid].to_numpy(), index=features.index, name="label")
     return features
 
 
