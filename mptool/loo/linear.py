@@ -3,8 +3,9 @@
 A(T) and every A(T\\{t}) are the exact optima of the objective scikit-learn's
 LogisticRegression minimises (``mptool.loo.newton``): A(T) polished from scikit-learn's fit
 by damped Newton, each A(T\\{t}) by Newton-type steps on T\\{t}'s own objective started at
-A(T)'s optimum, to a relative Newton step of 1e-10. A refit stops where its solver's
-``tol`` lets it (scikit-learn's default 1e-4 moves PDTP by up to ~1 on Adult), so this
+A(T)'s optimum, to a relative Newton step of 1e-10. Records with the same design row, label
+and raw numerics leave the same multiset T\\{t}: one solve serves them all (the same answer).
+A refit stops where its solver's ``tol`` lets it (scikit-learn's default 1e-4 moves PDTP by up to ~1 on Adult), so this
 engine is closer to the model the spec describes than a refit at any ``tol``: both p_full
 and p_loo come from exact optima, and ``auto`` uses the engine at every ``tol``.
 

@@ -20,8 +20,9 @@ to the optimum, from the exact gradient), far tighter than any solver ``tol``. L
 A(T)'s optimum and iterates on T \\ {t}'s own objective with a fixed Hessian (the chord
 method): H_T minus t's term (rank 1 binary, rank K multinomial) plus the change of penalty,
 inverted once per record; every step evaluates T \\ {t}'s exact gradient, for a batch of
-records at once as two matrix products over T. Because each step uses the exact gradient,
-the Hessian only sets how fast the iteration contracts, not where it stops. Records whose
+records at once as two matrix products over T's distinct design rows (``DistinctRows``: equal
+rows merged and weighted by their records, the same function with fewer terms). Because each
+step uses the exact gradient, the Hessian only sets how fast the iteration contracts, not where it stops. Records whose
 chord iteration contracts too slowly are finished by damped Newton with their exact
 Hessian; a record that does not converge raises :class:`NewtonNotConverged`.
 
