@@ -234,6 +234,8 @@ class DistinctRows:
     weight: np.ndarray  # (u,) records per distinct row
     counts: np.ndarray  # (u, m) binary: records of class 1; multinomial: records of each class
     index: np.ndarray  # (n,) the distinct row of each record
+    XwT: np.ndarray  # (D, u) (weight * X)^T, contiguous: the back-product
+    share: np.ndarray  # (u, m) counts / weight: the label part of a distinct row's residual p - share
 
     @classmethod
     def of(cls, prob: Problem) -> DistinctRows:
@@ -249,7 +251,9 @@ class DistinctRows:
         else:
             counts = np.zeros((u, prob.n_classes))
             np.add.at(counts, (index, prob.y), 1.0)
-        return cls(np.ascontiguousarray(prob.X[first[order]]), weight, counts, index)
+        X = np.ascontiguousarray(prob.X[first[order]])
+        XwT = np.ascontiguousarray((X * weight[:, None]).T)
+        return cls(X, weight, counts, index, XwT, counts / weight[:, None])
 
 
 @dataclass(frozen=True)
@@ -314,15 +318,11 @@ def loo_gradient(
     if shifted:
         S += np.einsum("bkd,bd->bk", U, shift)[None]
     own_S = S[rows.index[pos], np.arange(b), :].copy()  # t's own scores, before S is overwritten
-    if K == 2:
-        R = expit(S, out=S)  # S is not needed again
-    else:
-        R = softmax(S, axis=-1)
-    R *= rows.weight[:, None, None]
-    R -= rows.counts[:, None, :]
-    G = (X.T @ R.reshape(u, b * m)).reshape(D, b, m).transpose(1, 2, 0)
+    R = expit(S, out=S) if K == 2 else softmax(S, axis=-1)  # S is not needed again
+    R -= rows.share[:, None, :]  # sum_u w_u (p_u - c_u / w_u) x_u: residuals small where the fit is good
+    G = (rows.XwT @ R.reshape(u, b * m)).reshape(D, b, m).transpose(1, 2, 0)
     if shifted:
-        G = G + R.sum(axis=0)[:, :, None] * shift[:, None, :]
+        G = G + np.einsum("u,ubk->bk", rows.weight, R)[:, :, None] * shift[:, None, :]
     own = _residual(own_S[:, None, :], opt.prob.y[pos], K)[:, 0, :]
     G = G - own[:, :, None] * (opt.prob.X[pos] + shift)[:, None, :]
     return G + pen_t[:, None, :] * U
