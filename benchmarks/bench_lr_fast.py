@@ -6,7 +6,9 @@ config adult-lr's T is built and ``NewtonLogisticEngine.run`` timed (CPU and wal
 once with the code of ``--base`` (checked out into a temporary git worktree) and once with
 this tree, alternating, each in a fresh process. Prints both, the ratio, the load, and
 whether p_full, p_loo and the parameter shifts are bit-for-bit equal (max |difference|
-otherwise). Issue 28 item 3's goal: all 45,222 records <= 10 CPU s of leave-one-out.
+otherwise), and how many distinct design rows and records T has (the engine's passes run over
+the distinct rows, and equal records share one solve).
+Issue 28 item 3's goal: all 45,222 records <= 10 CPU s of leave-one-out.
 
 Usage: python benchmarks/bench_lr_fast.py --base fad0552 [--records 2000,all]
 """
@@ -44,7 +46,12 @@ c, w = time.process_time(), time.perf_counter()
 res = NewtonLogisticEngine().run(req, lambda n: None)
 cpu, wall = time.process_time() - c, time.perf_counter() - w
 np.savez(out, p_full=res.p_full, p_loo=res.p_loo, delta=res.param_delta)
-print(json.dumps({"cpu": cpu, "wall": wall, "n": int(prep.train.n), "load": os.getloadavg()[0]}))
+X = fit_checked(prep.template, prep.train).steps[0][1].transform(prep.train.X)
+X = np.asarray(X, dtype=float)
+rows = len(np.unique(X, axis=0))
+records = len(np.unique(np.hstack([X, (prep.train.y == prep.classes[1])[:, None]]), axis=0))
+print(json.dumps({"cpu": cpu, "wall": wall, "n": int(prep.train.n), "load": os.getloadavg()[0],
+                  "rows": rows, "records": records}))
 """
 
 
@@ -74,7 +81,9 @@ def main() -> None:
                 print(f"lr_exact_loo_{records}: {new['cpu']:.2f} CPU s ({new['wall']:.2f} s wall) for {new['n']} "
                       f"records vs base {args.base} {old['cpu']:.2f} CPU s ({old['wall']:.2f} s wall) = "
                       f"{old['cpu'] / new['cpu']:.2f}x CPU; bit-for-bit equal: {same} (max |dp| {diff:.1e}); "
-                      f"load {new['load']:.1f} / {old['load']:.1f}", flush=True)
+                      f"load {new['load']:.1f} / {old['load']:.1f}; {new['rows']} distinct design rows, "
+                      f"{new['records']} distinct (row, label) records; records refined: 0 (no approximate "
+                      "step: every record is solved by the exact Newton iteration)", flush=True)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
 

@@ -3,8 +3,9 @@
 A(T) and every A(T\\{t}) are the exact optima of the objective scikit-learn's
 LogisticRegression minimises (``mptool.loo.newton``): A(T) polished from scikit-learn's fit
 by damped Newton, each A(T\\{t}) by Newton-type steps on T\\{t}'s own objective started at
-A(T)'s optimum, to a relative Newton step of 1e-10. A refit stops where its solver's
-``tol`` lets it (scikit-learn's default 1e-4 moves PDTP by up to ~1 on Adult), so this
+A(T)'s optimum, to a relative Newton step of 1e-10. Records with the same design row, label
+and raw numerics leave the same multiset T\\{t}: one solve serves them all (the same answer).
+A refit stops where its solver's ``tol`` lets it (scikit-learn's default 1e-4 moves PDTP by up to ~1 on Adult), so this
 engine is closer to the model the spec describes than a refit at any ``tol``: both p_full
 and p_loo come from exact optima, and ``auto`` uses the engine at every ``tol``.
 
@@ -176,8 +177,11 @@ def _raw_batch(st: _Setup, U: np.ndarray, shift: np.ndarray) -> np.ndarray:
     return np.concatenate([w.reshape(len(U), -1), b], axis=1)
 
 
-def _newton_chunk(st: _Setup, batches: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """p_{A(T\\{t})}(.|x_t) and u_T - u_{T\\{t}} (raw coordinates; inf where a class vanished) per record."""
+def _newton_chunk(st: _Setup, batches: list[np.ndarray], covered: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """p_{A(T\\{t})}(.|x_t) and u_T - u_{T\\{t}} (raw coordinates; inf where a class vanished) per record.
+
+    ``covered``: how many requested records these stand for (equal records share one answer), for progress.
+    """
     prob = st.opt.prob
     probs, shifts = [], []
     u_full = _raw(st, st.opt.U, np.zeros(prob.X.shape[1]))
@@ -197,7 +201,7 @@ def _newton_chunk(st: _Setup, batches: list[np.ndarray]) -> tuple[np.ndarray, np
                 moved[ok] = u_full - _raw_batch(st, U, shift[ok])
             probs.append(out)
             shifts.append(moved)
-    return np.vstack(probs), np.vstack(shifts)
+    return np.vstack(probs), np.vstack(shifts), covered
 
 
 class NewtonLogisticEngine:
@@ -225,15 +229,20 @@ class NewtonLogisticEngine:
         try:
             st = _setup(request)
             self._check_classes(request, st, pos)
+            reps, which = _distinct_records(st, pos)
             size = st.opt.batch_size()
-            batches = [pos[i : i + size] for i in range(0, len(pos), size)]  # fixed: results never depend on jobs
+            batches = [reps[i : i + size] for i in range(0, len(reps), size)]  # fixed: results never depend on jobs
+            per_rep = np.bincount(which, minlength=len(reps))
             groups = chunk_positions(np.arange(len(batches)), request.jobs)
             parts = run_tasks(
                 _newton_chunk,
-                ((st, [batches[i] for i in g]) for g in groups),
+                (
+                    (st, [batches[i] for i in g], int(per_rep[g[0] * size : (g[-1] + 1) * size].sum()))
+                    for g in groups
+                ),
                 jobs=request.jobs,
                 backend=request.backend,
-                on_result=lambda r: advance(len(r[0])),
+                on_result=lambda r: advance(r[2]),
                 shared=(st,),
             )
         except NewtonNotConverged as exc:
@@ -245,8 +254,8 @@ class NewtonLogisticEngine:
         prob = st.opt.prob
         p_full = probabilities(prob.X[pos] @ st.opt.U.T, prob.n_classes)
         C = prob.n_classes
-        p_loo = np.vstack([p for p, _ in parts]) if parts else np.empty((0, C))
-        delta = np.vstack([d for _, d in parts]) if parts else np.empty((0, 0))
+        p_loo = np.vstack([p for p, _, _ in parts])[which] if parts else np.empty((0, C))
+        delta = np.vstack([d for _, d, _ in parts])[which] if parts else np.empty((0, 0))
         shift = np.abs(delta).max(axis=1) if delta.size else np.zeros(len(delta))
         return LinearLooResult(p_full=p_full, p_loo=p_loo, engine=self.name, param_shift=shift, param_delta=delta)
 
@@ -262,6 +271,25 @@ class NewtonLogisticEngine:
                 loo_chunk(request.template, T.X, T.y, request.classes, lone[:1])
             except LooFitError as exc:
                 raise loo_fit_failed(T, exc) from None
+
+
+def _distinct_records(st: _Setup, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions to solve (one per group of equal records, in order of first occurrence) and,
+    for each requested position, the index of its group's representative.
+
+    Records with the same design row, label and raw standardised values leave the same
+    multiset T \\ {t}, so A(T \\ {t}) is the same problem and its answer is shared exactly
+    (45,222 Adult records: 39,240 distinct).
+    """
+    prob = st.opt.prob
+    if len(pos) == 0:
+        return pos, np.zeros(0, dtype=np.int64)
+    keys = np.hstack([prob.X[pos], prob.y[pos, None].astype(float), st.raw[pos]])
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return pos[first[order]], rank[np.asarray(inverse).ravel()]
 
 
 def _setup(request: LooRequest) -> _Setup:

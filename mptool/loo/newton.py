@@ -20,8 +20,9 @@ to the optimum, from the exact gradient), far tighter than any solver ``tol``. L
 A(T)'s optimum and iterates on T \\ {t}'s own objective with a fixed Hessian (the chord
 method): H_T minus t's term (rank 1 binary, rank K multinomial) plus the change of penalty,
 inverted once per record; every step evaluates T \\ {t}'s exact gradient, for a batch of
-records at once as two matrix products over T. Because each step uses the exact gradient,
-the Hessian only sets how fast the iteration contracts, not where it stops. Records whose
+records at once as two matrix products over T's distinct design rows (``DistinctRows``: equal
+rows merged and weighted by their records, the same function with fewer terms). Because each
+step uses the exact gradient, the Hessian only sets how fast the iteration contracts, not where it stops. Records whose
 chord iteration contracts too slowly are finished by damped Newton with their exact
 Hessian; a record that does not converge raises :class:`NewtonNotConverged`.
 
@@ -220,6 +221,42 @@ def _damping(
 
 
 @dataclass(frozen=True)
+class DistinctRows:
+    """T's design rows with equal rows merged, for the gradient passes of leave-one-out.
+
+    Records with the same design row x share its scores, so the data term of the gradient,
+    sum_i (p(x_i) - onehot(y_i)) x_i, equals sum_u (w_u p(x_u) - c_u) x_u over the distinct
+    rows x_u, with w_u the number of records on x_u and c_u their label counts: the same
+    function with fewer terms (45,222 Adult records have 38,229 distinct rows).
+    """
+
+    X: np.ndarray  # (u, D) distinct rows, in order of first occurrence
+    weight: np.ndarray  # (u,) records per distinct row
+    counts: np.ndarray  # (u, m) binary: records of class 1; multinomial: records of each class
+    index: np.ndarray  # (n,) the distinct row of each record
+    XwT: np.ndarray  # (D, u) (weight * X)^T, contiguous: the back-product
+    share: np.ndarray  # (u, m) counts / weight: the label part of a distinct row's residual p - share
+
+    @classmethod
+    def of(cls, prob: Problem) -> DistinctRows:
+        _, first, inverse = np.unique(prob.X, axis=0, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        index = rank[np.asarray(inverse).ravel()]
+        u = len(order)
+        weight = np.bincount(index, minlength=u).astype(float)
+        if prob.n_classes == 2:
+            counts = np.bincount(index, weights=(prob.y == 1).astype(float), minlength=u)[:, None]
+        else:
+            counts = np.zeros((u, prob.n_classes))
+            np.add.at(counts, (index, prob.y), 1.0)
+        X = np.ascontiguousarray(prob.X[first[order]])
+        XwT = np.ascontiguousarray((X * weight[:, None]).T)
+        return cls(X, weight, counts, index, XwT, counts / weight[:, None])
+
+
+@dataclass(frozen=True)
 class FullOptimum:
     """A(T)'s exact optimum with what every leave-one-out start needs."""
 
@@ -229,6 +266,7 @@ class FullOptimum:
     Hinv: np.ndarray  # (mD, mD) inverse Hessian of F_T at U (multinomial: with the gauge term)
     M0: np.ndarray  # (m, m) sum_i A_i: for the Hessian of a shifted design
     Q: np.ndarray  # (mD, m) Q[(k, a), l] = sum_i A_i[k, l] x_i[a]
+    rows: DistinctRows  # T's design with equal rows merged: what each leave-one-out pass runs over
 
     @classmethod
     def solve(cls, prob: Problem, U0: np.ndarray) -> FullOptimum:
@@ -242,7 +280,7 @@ class FullOptimum:
             raise NewtonNotConverged("the Hessian is numerically singular", -1) from None
         A = _curvature(prob.X @ U.T, prob.n_classes)
         Q = np.einsum("nkl,na->kal", A, prob.X).reshape(m * D, m)
-        return cls(prob, U, G, (Hinv + Hinv.T) / 2, A.sum(axis=0), Q)
+        return cls(prob, U, G, (Hinv + Hinv.T) / 2, A.sum(axis=0), Q, DistinctRows.of(prob))
 
     def batch_size(self) -> int:
         """Records per batch: bounded by BATCH_FLOATS for the score arrays and the low-rank terms."""
@@ -263,26 +301,30 @@ def loo_gradient(
 ) -> np.ndarray:
     """Exact gradient of F_{T \\ {t}} at U[j] for each record t = pos[j]: (b, m, D).
 
-    One pass over T for the whole batch: scores X U^T and the back-product X^T R are
-    matrix products; t's own term is then subtracted and t's penalty added. ``work``: a flat
-    float array of at least n * b * m that holds the scores (reused across passes: no fresh
-    n x b array, and its page faults, per pass).
+    One pass over T's distinct rows (``DistinctRows``) for the whole batch: scores and the
+    back-product are matrix products, each distinct row's residual weighted by its records;
+    t's own term is then subtracted and t's penalty added. ``work``: a flat float array of at
+    least u * b * m (u distinct rows) that holds the scores (reused across passes: no fresh
+    u x b array, and its page faults, per pass).
     """
-    X, y, K = opt.prob.X, opt.prob.y, opt.prob.n_classes
+    rows, K = opt.rows, opt.prob.n_classes
+    X = rows.X
     b, m, D = U.shape
-    n = len(X)
-    if work is None or work.size < n * b * m:
-        work = np.empty(n * b * m)
-    S = np.matmul(X, U.reshape(b * m, D).T, out=work[: n * b * m].reshape(n, b * m)).reshape(n, b, m)
+    u = len(X)
+    if work is None or work.size < u * b * m:
+        work = np.empty(u * b * m)
+    S = np.matmul(X, U.reshape(b * m, D).T, out=work[: u * b * m].reshape(u, b * m)).reshape(u, b, m)
     shifted = bool(shift.any())
     if shifted:
         S += np.einsum("bkd,bd->bk", U, shift)[None]
-    R = _residual(S, y, K, overwrite=True)  # S is not needed again
-    G = (X.T @ R.reshape(n, b * m)).reshape(D, b, m).transpose(1, 2, 0)
+    own_S = S[rows.index[pos], np.arange(b), :].copy()  # t's own scores, before S is overwritten
+    R = expit(S, out=S) if K == 2 else softmax(S, axis=-1)  # S is not needed again
+    R -= rows.share[:, None, :]  # sum_u w_u (p_u - c_u / w_u) x_u: residuals small where the fit is good
+    G = (rows.XwT @ R.reshape(u, b * m)).reshape(D, b, m).transpose(1, 2, 0)
     if shifted:
-        G = G + R.sum(axis=0)[:, :, None] * shift[:, None, :]
-    own = R[pos, np.arange(b), :]
-    G = G - own[:, :, None] * (X[pos] + shift)[:, None, :]
+        G = G + np.einsum("u,ubk->bk", rows.weight, R)[:, :, None] * shift[:, None, :]
+    own = _residual(own_S[:, None, :], opt.prob.y[pos], K)[:, 0, :]
+    G = G - own[:, :, None] * (opt.prob.X[pos] + shift)[:, None, :]
     return G + pen_t[:, None, :] * U
 
 
@@ -402,7 +444,7 @@ def loo_optima(opt: FullOptimum, pos: np.ndarray, pen_t: np.ndarray, shift: np.n
         own, _ = _own_terms(opt, U, opt.prob.X[pos], opt.prob.y[pos])
         G = opt.G[None] - own[:, :, None] * opt.prob.X[pos][:, None, :] + (pen_t - opt.prob.pen)[:, None, :] * U
     G = G.reshape(b, -1)
-    work = np.empty(len(opt.prob.X) * b * m)  # the scores of every pass of this batch
+    work = np.empty(len(opt.rows.X) * b * m)  # the scores of every pass of this batch
     active, last = np.arange(b), np.full(b, np.inf)
     history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     slow: list[int] = []
