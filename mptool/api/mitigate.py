@@ -406,11 +406,15 @@ def _dp_lacks(prep: Prepared, spec: Spec) -> int:
 
 
 def table_columns(rows: list[dict]) -> list[str]:
-    """mitigate.csv's columns: :data:`MITIGATE_COLUMNS`, with the replicate engine's after ``above_target``."""
+    """mitigate.csv's columns: :data:`MITIGATE_COLUMNS`, with the replicate engine's after ``above_target`` (filled
+    in ``rows`` for settings without them)."""
     cols = list(MITIGATE_COLUMNS)
     if any("undecided" in r for r in rows):
         at = cols.index("above_target") + 1
         cols[at:at] = list(randomized.REPLICATE_MITIGATE_COLUMNS)
+        for r in rows:  # a setting detected deterministic: its paired refit decides every record
+            if "undecided" not in r:
+                r["undecided"], r["decided_below"] = 0, r["n_audited"] - r["above_target"]
     return cols
 
 
@@ -484,6 +488,9 @@ def scales_clause(row: pd.Series, target: float, gate: str) -> str:
     above = row[f"above_target_{other}"]
     if pd.isna(row[f"max_pdtp_{other}"]):
         return f"max PDTP {row['max_pdtp']:.4f} ({gate})"
+    if pd.isna(above):  # the replicate engine decides on the gate's scale only
+        return (f"max PDTP estimate {row['max_pdtp']:.4f} ({gate}, the gate; every record decided below the target "
+                "beyond the training randomness)")
     said = (f"{int(above)} record(s) above the target on the {other} scale: mptool pdtp --gate {other} would "
             "fail" if above else f"also within it on the {other} scale")
     return f"max PDTP {row['max_pdtp']:.4f} ({gate}, the gate) and {row[f'max_pdtp_{other}']:.4f} ({other}; {said})"
