@@ -25,6 +25,10 @@ The decision is the most accurate recommendable setting whose max PDTP is at mos
 its spec is the recommendation, and ``mptool pdtp`` on it reproduces the claimed maximum. With a
 sample the decision is confirmed on the gate the user will run (:func:`confirm`: a full audit
 where an exact engine makes it cheap, else the sample's stated bound), and the sentence says which.
+
+Randomized training (detected: the fit depends on the seed or the row order) is judged per setting
+on *decided* violations beyond the randomness, with undecided records counted and never passing
+(:mod:`mptool.api.mitigate_random`, docs/randomness.md section 8).
 """
 
 from __future__ import annotations
@@ -104,7 +108,8 @@ MITIGATE_COLUMNS = {
     "log_loss": "mean -ln of the released, binned probability of the true class on the rows outside T",
     "dtp_bound": "dp only: DTP <= epsilon over the training noise (Long et al. Def. 4.1; see mptool.inputs.dp_nb); "
     "empty when dp_categorical_nb's domain is read from the data rather than declared in the spec (no guarantee)",
-    "passes": "max_pdtp <= target",
+    "passes": "max_pdtp <= target (randomized training, replicate engine: every audited record decided below the "
+    "target; a setting with undecided records is not established and does not pass)",
     "recommendable": "the setting may be recommended: a spec (removal changes the data) that hides something (a "
     "temperature alone is invertible, p from q for a known t, and changes no verdict), with utility measured on rows "
     "outside T and accuracy above the majority-class accuracy by more than MAJORITY_MARGIN",

@@ -288,6 +288,7 @@ another seed and with T's rows permuted; when a prediction changes it audits wit
 (docs/randomness.md): pdtp is then the PDTP of the expected prediction, violation is True,
 False or undecided (exit 1 unless every record is decided below), and pdtp_low, pdtp_high,
 replicates and sd_full are added; --replicates MIN:MAX, --budget FITS and --error-control set it.
+There --waivers excuse records decided above (never undecided ones); --baseline is refused.
 
 With --baseline, only records new or worse than the baseline run count (exit 1); with
 --waivers, waived records do not count until their waiver expires; pdtp.json then has a

@@ -118,11 +118,12 @@ def pdtp_basis(run: Run, half: Any, model: Any, classes: np.ndarray, engine_name
     from mptool.loo.randomness import detect, detection_fits
 
     found = detect(run.prep.template, model, half.X, half.y, classes, run.seed)
-    run.fits["pdtp_randomness_check"] = detection_fits(run.prep.template, found)
+    fits = {"fits": detection_fits(run.prep.template, found), "fits_note": "the detection's refits of the first "
+            "half, not in summary.fits (the plan's count)"}
     if not found.randomized:
-        return {**found.as_dict(), "basis": "exact: the paired refit of a deterministic training (detected), "
+        return {**found.as_dict(), **fits, "basis": "exact: the paired refit of a deterministic training (detected), "
                 "one per measurement", "decided": True}
-    return {**found.as_dict(), "basis": SINGLE_REFIT.format(sources=found.sources), "decided": False}
+    return {**found.as_dict(), **fits, "basis": SINGLE_REFIT.format(sources=found.sources), "decided": False}
 
 
 def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
