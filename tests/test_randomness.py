@@ -242,20 +242,7 @@ def test_replicates_engine_refused_outside_pdtp(tmp_path: Path, mixed_csv: Path)
         mptool.reduce_dtp(mixed_csv, spec, engine="replicates")
 
 
-def test_waivers_refused_for_randomized_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # rnd-6
-    monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", "rnd-6")  # else the keyless-waivers refusal (gate-b) comes first
-    df, _ = known_frame(0)
-    csv = tmp_path / "d.csv"
-    df.to_csv(csv, index=False)
-    spec = write_spec(tmp_path / "s.yaml", KA, model={"params": {"weight_feature": 1}, "preprocess": "none"})
-    waivers = tmp_path / "w.yaml"
-    waivers.write_text("waivers: []\n")
-    out = tmp_path / "out"
-    out.mkdir()
-    before = snapshot(out)
-    res = run_cli("pdtp", csv, "-m", spec, "--allow-import", ALLOW[0], "--out", out, "--jobs", "1",
-                  "--waivers", waivers)
-    assert_refused(res, ["--baseline/--waivers cannot be used when training is randomized"], out, before)
+# rnd-6 (--baseline refused for randomized training; --waivers now work): tests/test_replicates_waivers.py
 
 
 def test_undecided_fails_closed_in_junit_and_noise_floor_is_deprecated(tmp_path: Path) -> None:

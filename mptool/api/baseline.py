@@ -52,10 +52,12 @@ class GateOutcome:
     block: dict[str, Any]
     before: pd.Series  # the baseline's PDTP of each record of this run (NaN where not in the baseline)
     warnings: list[str] = field(default_factory=list)
+    undecided: int = 0  # replicate engine: records neither decided above nor below (never waived: fail closed)
 
     @property
     def verdict(self) -> str:
-        return "fail" if bool(self.counted.any()) else "pass"
+        """fail when a counted record remains; else undecided (replicate engine) while records are; else pass."""
+        return "fail" if bool(self.counted.any()) else "undecided" if self.undecided else "pass"
 
 
 def check_unique_ids(rows: np.ndarray, ids: np.ndarray, column: str) -> pd.Series:
@@ -164,11 +166,21 @@ def _waiver_state(keys: pd.Series, prints: pd.Series, violating: np.ndarray, wai
 
 def gate(table: pd.DataFrame, identity: dict[str, Any], threshold: float, *, baseline: PreviousRun | None = None,
          tolerance: float = DEFAULT_TOLERANCE, waivers: list[Waiver] | None = None,
-         today: dt.date | None = None) -> GateOutcome:
-    """The verdict of a pdtp run (``table``: row, [id], pdtp, fingerprint) with a baseline and/or waivers."""
+         today: dt.date | None = None, decisions: pd.Series | None = None) -> GateOutcome:
+    """The verdict of a pdtp run (``table``: row, [id], pdtp, fingerprint) with a baseline and/or waivers.
+
+    ``decisions`` (the replicate engine's ``violation`` column: True, False, undecided): the violating records
+    are those decided above the threshold, and undecided ones keep the verdict from passing (waivers only).
+    """
     keys = match_keys(table, identity).reset_index(drop=True)
     now = pd.DataFrame({"key": keys, "pdtp": table["pdtp"].to_numpy(dtype=float)})
     violating = now["pdtp"].to_numpy() > threshold
+    undecided = 0
+    if decisions is not None:
+        if baseline is not None:
+            raise ValueError("gate: a baseline compares single-refit PDTP; not with replicate decisions")
+        violating = np.array([v is True for v in decisions], dtype=bool)
+        undecided = sum(1 for v in decisions if isinstance(v, str))
     block: dict[str, Any] = {"threshold": threshold, "matched_by": "id" if identity.get("id") else "fingerprint"}
     absent: list = []
     if baseline is not None:
@@ -189,14 +201,16 @@ def gate(table: pd.DataFrame, identity: dict[str, Any], threshold: float, *, bas
         counts.update({s: int((status == s).sum()) for s in STATUSES}, absent=len(absent))
         block["records"].update({s: _listed(table, keys, (status == s).to_numpy(), prev) for s in STATUSES})
         block["records"]["absent"] = [{"key": k} for k in absent[:LISTED]]
+    if decisions is not None:
+        counts["undecided"] = undecided
     block["counts"] = counts
-    block["verdict"] = "fail" if counts["counted"] else "pass"
+    block["verdict"] = "fail" if counts["counted"] else "undecided" if undecided else "pass"
     if waivers is not None:
         block["waivers"] = {"today": (today or dt.date.today()).isoformat(), **state}
     idx = table.index
     return GateOutcome(
         pd.Series(status.to_numpy(), index=idx), pd.Series(waived, index=idx), pd.Series(counted, index=idx),
-        block, pd.Series(prev.to_numpy(dtype=float), index=idx), warnings,
+        block, pd.Series(prev.to_numpy(dtype=float), index=idx), warnings, undecided,
     )
 
 

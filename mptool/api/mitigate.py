@@ -25,6 +25,10 @@ The decision is the most accurate recommendable setting whose max PDTP is at mos
 its spec is the recommendation, and ``mptool pdtp`` on it reproduces the claimed maximum. With a
 sample the decision is confirmed on the gate the user will run (:func:`confirm`: a full audit
 where an exact engine makes it cheap, else the sample's stated bound), and the sentence says which.
+
+Randomized training (detected: the fit depends on the seed or the row order) is judged per setting
+on *decided* violations beyond the randomness, with undecided records counted and never passing
+(:mod:`mptool.api.mitigate_random`, docs/randomness.md section 8).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mptool.api import mitigate_random as randomized
 from mptool.api.pdtp import select_positions
 from mptool.api.reduce import ReduceOptions, parse_strategy, run_reduce
 from mptool.inputs.dpmodels import diffprivlib_problem
@@ -103,7 +108,8 @@ MITIGATE_COLUMNS = {
     "log_loss": "mean -ln of the released, binned probability of the true class on the rows outside T",
     "dtp_bound": "dp only: DTP <= epsilon over the training noise (Long et al. Def. 4.1; see mptool.inputs.dp_nb); "
     "empty when dp_categorical_nb's domain is read from the data rather than declared in the spec (no guarantee)",
-    "passes": "max_pdtp <= target",
+    "passes": "max_pdtp <= target (randomized training, replicate engine: every audited record decided below the "
+    "target; a setting with undecided records is not established and does not pass)",
     "recommendable": "the setting may be recommended: a spec (removal changes the data) that hides something (a "
     "temperature alone is invertible, p from q for a known t, and changes no verdict), with utility measured on rows "
     "outside T and accuracy above the majority-class accuracy by more than MAJORITY_MARGIN",
@@ -123,6 +129,8 @@ class MitigateOptions:
     backend: str = "loky"
     max_removals: int | None = None  # None: min(50, |T| / 10)
     gate: str = "binned"  # the scale ``passes`` is judged on: binned PDTP (the paper's) or raw (unbinned)
+    replicates: str | None = None  # randomized training: MIN:MAX replicates per record (None: 4:32)
+    error_control: str = "bh"  # randomized training: bh (FDR), holm (FWER) or record
 
 
 @dataclass(frozen=True)
@@ -247,6 +255,7 @@ class Trained:
     engine: str
     fits: int
     workers: dict[str, Any] | None = None  # the refit engine's worker choice (runtime.parallel.choose_workers)
+    replicate: Any = None  # randomized training: the replicate engine's result, raw draws (mitigate_random)
 
 
 def fit_count(prep: Prepared, n_audited: int) -> int:
@@ -262,6 +271,10 @@ def train_and_loo(
     engine = select_engine("auto", prep.spec, prep.template)
     t0 = time.perf_counter()
     full = fit_checked(prep.template, prep.train)
+    if randomized.is_randomized(prep):  # decided violations beyond the training randomness (mitigate_random)
+        result, fits = randomized.run_replicates(prep, positions, full, options, resolve_jobs(options.jobs),
+                                                 progress, label)
+        return Trained(result.p_full, result.p_loo, full, "replicates", 1 + fits, None, result)
     workers = None
     if isinstance(engine, RefitEngine):  # refits: workers only when they pay (an exact engine keeps --jobs)
         workers = choose_workers(options.jobs, options.backend, len(positions), time.perf_counter() - t0)
@@ -278,15 +291,17 @@ def train_and_loo(
 
 def score(
     setting: Setting, trained: Trained, prep: Prepared, holdout: Any, target: float, seconds: float,
-    gate: str = "binned",
+    gate: str = "binned", options: MitigateOptions | None = None,
 ) -> dict:
     """One row of mitigate.csv: PDTP of the released outputs (as ``mptool pdtp --gate GATE`` computes it)
     and utility; ``passes`` and ``above_target`` are on the ``gate`` scale."""
     spec = setting.spec or prep.spec
     policy, b = spec.output.release, spec.output.bin_size
+    acc, loss = utility(trained.model, holdout, prep.classes, policy, b)
+    if trained.replicate is not None:
+        return replicate_row(setting, trained, prep, spec, (acc, loss), seconds, options)
     p, q = measured(trained.p_full, policy), measured(trained.p_loo, policy)  # as the gate measures the release
     s = summarize(pdtp_of(p, q, b).pdtp, target, pdtp_of(p, q, 0.0).pdtp, gate)
-    acc, loss = utility(trained.model, holdout, prep.classes, policy, b)
     return {
         "setting": setting.name, "family": setting.family, "change": setting.change,
         "max_pdtp": s["max"], "mean_pdtp": s["mean"], "p95_pdtp": s["p95"],
@@ -298,6 +313,23 @@ def score(
         "recommendable": setting.spec is not None and not is_invertible(policy, len(prep.classes)),
         "why_not": "" if setting.spec is not None and not is_invertible(policy, len(prep.classes)) else
         "invertible, hides nothing",
+        "engine": trained.engine, "fits": trained.fits, "seconds": round(seconds, 3),
+    }
+
+
+def replicate_row(setting: Setting, trained: Trained, prep: Prepared, spec: Spec, utility_: tuple[float, float],
+                  seconds: float, options: MitigateOptions | None) -> dict:
+    """A row of mitigate.csv for randomized training: judged on decided violations (:mod:`.mitigate_random`)."""
+    options = options or MitigateOptions()
+    fields = randomized.judged(trained.replicate, spec, options, len(prep.classes))
+    ok = setting.spec is not None and not is_invertible(spec.output.release, len(prep.classes))
+    why = "" if ok else "invertible, hides nothing"
+    return {
+        "setting": setting.name, "family": setting.family, "change": setting.change,
+        **{k: v for k, v in fields.items() if k != "not_established"},
+        "accuracy": utility_[0], "log_loss": utility_[1],
+        "dtp_bound": setting.dtp_bound if setting.dtp_bound is not None else float("nan"),
+        "recommendable": ok, "why_not": why or fields["not_established"],
         "engine": trained.engine, "fits": trained.fits, "seconds": round(seconds, 3),
     }
 
@@ -378,7 +410,21 @@ def _dp_lacks(prep: Prepared, spec: Spec) -> int:
     return classes_t_lacks(template, prep.classes)
 
 
-def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: bool) -> tuple[str, int]:
+def table_columns(rows: list[dict]) -> list[str]:
+    """mitigate.csv's columns: :data:`MITIGATE_COLUMNS`, with the replicate engine's after ``above_target`` (filled
+    in ``rows`` for settings without them)."""
+    cols = list(MITIGATE_COLUMNS)
+    if any("undecided" in r for r in rows):
+        at = cols.index("above_target") + 1
+        cols[at:at] = list(randomized.REPLICATE_MITIGATE_COLUMNS)
+        for r in rows:  # a setting detected deterministic: its paired refit decides every record
+            if "undecided" not in r:
+                r["undecided"], r["decided_below"] = 0, r["n_audited"] - r["above_target"]
+    return cols
+
+
+def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: bool,
+              options: MitigateOptions | None = None) -> tuple[str, int]:
     """The plan printed before any work: settings x fits (release settings reuse the baseline's outputs)."""
     fits = fit_count(prep, n_audited)
     trained = [s for s in settings if s.family != "release"]
@@ -389,6 +435,11 @@ def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: 
     line = (f"plan: {1 + len(settings) + int(removal)} settings on {n_audited} audited records of T "
             f"({n_release} release policies from the baseline's stored outputs, no refit; "
             f"{len(trained)} retrained) = {fits:,} model fits{extra}")
+    if randomized.is_randomized(prep):  # the count above is one paired refit per record; say what runs instead
+        lo, hi = randomized.parse_replicates((options or MitigateOptions()).replicates)
+        line = (f"{line}; training is randomized ({prep.randomness.sources}): each trained setting is audited "
+                f"with {lo}-{hi} replicates per record instead, {lo * (n_audited + 1):,} to "
+                f"{hi * (n_audited + 1):,} fits each")
     return line, fits
 
 
@@ -442,6 +493,9 @@ def scales_clause(row: pd.Series, target: float, gate: str) -> str:
     above = row[f"above_target_{other}"]
     if pd.isna(row[f"max_pdtp_{other}"]):
         return f"max PDTP {row['max_pdtp']:.4f} ({gate})"
+    if pd.isna(above):  # the replicate engine decides on the gate's scale only
+        return (f"max PDTP estimate {row['max_pdtp']:.4f} ({gate}, the gate; every record decided below the target "
+                "beyond the training randomness)")
     said = (f"{int(above)} record(s) above the target on the {other} scale: mptool pdtp --gate {other} would "
             "fail" if above else f"also within it on the {other} scale")
     return f"max PDTP {row['max_pdtp']:.4f} ({gate}, the gate) and {row[f'max_pdtp_{other}']:.4f} ({other}; {said})"
@@ -484,13 +538,26 @@ def sentence(table: pd.DataFrame, best: int | None, target: float, holdout_n: in
             text += (f" {len(edge)} setting(s) fail only by bin-edge steps (e.g. {edge.iloc[0]['setting']}: every "
                      "record above the target is above it only after binning; unbinned maxima in max_pdtp_raw; "
                      "--gate raw judges on those).")
-        return text
+        return text + not_established_clause(table)
     row = table.loc[best]
     evidence = evidence or {"basis": "full", "n": int(row["n_audited"])}
     return (f"Use {row['setting']} ({row['family']}): {scales_clause(row, target, gate)}, within the target "
             f"{target:g}, {evidence_clause(evidence)}; accuracy "
             f"{row['accuracy']:.4f} on {holdout_n:,} rows outside T (always the majority class: {majority:.4f}; "
             f"baseline: max PDTP {base['max_pdtp']:.4f}, accuracy {base['accuracy']:.4f}).")
+
+
+def not_established_clause(table: pd.DataFrame) -> str:
+    """Randomized training: the settings with no decided violation that still do not pass (records undecided)."""
+    if "undecided" not in table:
+        return ""
+    open_ = table[(table["undecided"] > 0) & (table["above_target"] == 0)]
+    if not len(open_):
+        return ""
+    first = open_.iloc[0]
+    return (f" {len(open_)} setting(s) not established: no record decided above the target, but records undecided "
+            f"beyond the training randomness (e.g. {first['setting']}: {int(first['undecided'])} undecided); never "
+            "recommended (fail closed); more replicates (--replicates) or a larger margin may decide them.")
 
 
 def _why_not(row: pd.Series) -> str:
@@ -510,10 +577,11 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
         notes.append("no rows outside T (data.train_size null: T is the whole file): utility cannot be judged, so "
                      "nothing will be recommended; give --train-size below the number of usable rows to hold rows out")
         on_line(f"note: {notes[-1]}")
+    prep = randomized.with_randomness(prep) if fit_count(prep, 2) > 1 else prep  # seed/row order? (replicates)
     removal = "removal" in options.defences and fit_count(prep, 2) == 1
     if "removal" in options.defences and not removal:
         notes.append("removal: skipped: no exact engine for this estimator (reduce-dtp would refit T per step)")
-    line, fits = plan_line(prep, settings, len(positions), removal)
+    line, fits = plan_line(prep, settings, len(positions), removal, options)
     on_line(line)
     t = time.perf_counter()
     base = train_and_loo(prep, positions, options, progress, "baseline")
@@ -521,26 +589,27 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
     if base.workers is not None:
         on_line(workers_line(base.workers, "the baseline's refits"))
     rows = [score(Setting("baseline", "baseline", "none (the spec as given)", prep.spec), base, prep, holdout,
-                  options.target, time.perf_counter() - t, options.gate)]
+                  options.target, time.perf_counter() - t, options.gate, options)]
     for i, s in enumerate(settings, 1):
         on_line(f"setting {i}/{len(settings)}: {s.family}: {s.name}")
         t = time.perf_counter()
         trained = base if s.family == "release" else None
         if trained is None:
-            trained = train_and_loo(respecified(prep, s.spec), positions, options, progress, s.name)
+            sub = randomized.with_randomness(replace(respecified(prep, s.spec), randomness=None))
+            trained = train_and_loo(sub, positions, options, progress, s.name)
             chosen[s.name] = trained.workers
             if trained.workers is not None:
                 on_line(workers_line(trained.workers, f"{s.name}'s refits"))
         if s.family == "release":
             trained = replace(trained, fits=0)
-        rows.append(score(s, trained, prep, holdout, options.target, time.perf_counter() - t, options.gate))
+        rows.append(score(s, trained, prep, holdout, options.target, time.perf_counter() - t, options.gate, options))
     if removal:
         on_line(f"removal: reduce-dtp (greedy, at most {removal_budget(options, prep.train.n)} removals)")
         row = removal_row(prep, options, progress, holdout)
         notes += [row] if isinstance(row, str) else []
         rows += [] if isinstance(row, str) else [row]
     majority = majority_accuracy(prep, holdout)
-    table = judge(pd.DataFrame(rows, columns=list(MITIGATE_COLUMNS)), majority, holdout.n)
+    table = judge(pd.DataFrame(rows, columns=table_columns(rows)), majority, holdout.n)
     named = {"baseline": Setting("baseline", "baseline", "none (the spec as given)", prep.spec),
              **{r["setting"]: s for r, s in zip(rows[1:], settings, strict=False)}}
     table, best, evidence, confirmed = confirm(prep, options, table, named, holdout, progress, on_line)
@@ -554,6 +623,8 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
         summary["recommended"].update(confirmed)
     summary.update({"notes": notes, "timings": {"total_s": round(time.perf_counter() - t0, 3)}})
     summary["workers"] = {name: w for name, w in chosen.items() if w is not None}  # settings refitted per record
+    if prep.randomness is not None:  # no exact engine: detected before the audit (mitigate_random)
+        summary["randomness"] = randomized.randomness_block(prep.randomness, options)
     return MitigateOutcome(table, summary, recommended, notes)
 
 
@@ -655,6 +726,8 @@ def mitigate(
     progress: Any = None,
     on_line: Callable[[str], None] | None = None,
     prepared: Prepared | None = None,
+    replicates: str | None = None,
+    error_control: str = "bh",
 ) -> MitigateResult:
     """Score defences against membership inference on ``spec`` and recommend the most useful that passes.
 
@@ -663,7 +736,9 @@ def mitigate(
     (None: min(50, |T| / 10)); ``gate`` is the scale a setting passes on (``binned``, the
     paper's; ``raw``: unbinned PDTP, which bin-edge steps do not trip; the removal row stays
     binned, as reduce-dtp is); ``on_line(text)`` gets the plan and each
-    setting as it starts. See the module docstring for the families.
+    setting as it starts. See the module docstring for the families. For randomized training (detected:
+    :mod:`mptool.api.mitigate_random`) a setting passes only when every audited record is decided below the
+    target beyond the randomness; ``replicates`` ("MIN:MAX") and ``error_control`` (bh, holm, record) set how.
     """
     from mptool.api.operations import as_spec
     from mptool.inputs import options as checks
@@ -674,10 +749,12 @@ def mitigate(
                            max_removals=max_removals)
     checks.check_target(target, "target")
     checks.check_gate(gate, "gate")
+    randomized.check_options(replicates, error_control)
     chosen = parse_defences(defences)
     spec = as_spec(spec)
     backend = check_backend(backend, scheduler)
-    options = MitigateOptions(chosen, float(target), sample, jobs, backend, max_removals, gate)
+    options = MitigateOptions(chosen, float(target), sample, jobs, backend, max_removals, gate, replicates,
+                              error_control)
     prep = prepared or prepare(data, spec, allow_import)
     select_positions(prep, None, sample)  # a --sample above |T| fails before any work
     notes: list[str] = []

@@ -485,8 +485,9 @@ def run_randomized(
         notes.append("--queries: not computed with the replicate engine (one refit per query set measures the "
                      "training randomness as much as the record)")
     table["fingerprint"] = fingerprints(T.take(positions), key)
-    summary: dict[str, Any] = summarize(table["pdtp"], options.threshold, table["pdtp_raw"], options.gate)
-    summary = replicate_verdict(summary, result.decisions)
+    done = np.isfinite(table["pdtp"].to_numpy(dtype=float))  # a spent --budget leaves records unevaluated
+    summary: dict[str, Any] = summarize(table["pdtp"][done], options.threshold, table["pdtp_raw"][done], options.gate)
+    summary = replicate_verdict({**summary, "n": n, "evaluated": int(done.sum())}, result.decisions)
     summary.update({
         "engine": result.engine,
         "randomness": randomness,

@@ -57,6 +57,11 @@ def print_plan(plan, jobs: int) -> None:
     echo(f"engine: {plan.chosen}")
     for name, why in plan.engines:
         echo(ui.safe_line(f"  {name}: {'accepts the spec' if why is None else 'no, ' + why}", None))
+    if plan.chosen.split()[0] == "refit":
+        from mptool.cli.estimators import RANDOMNESS_TEXT
+
+        echo(ui.safe_line(RANDOMNESS_TEXT.replace("Randomness detection: where the engine is refit, ",
+                                                  "randomness: not checked by this dry run; "), None))
     echo(ui.safe_line(f"DTP upper bound: {plan.bound}", None))
     echo(f"timing: one fit of A(T) takes about {plan.fit_seconds:.3f} s ({plan.timed_fits} fit(s) timed on a subset "
          f"of T, scaled to |T|); rough estimates for --jobs {jobs}:")

@@ -109,11 +109,12 @@ def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, g
     from mptool.api.baseline import gate
     from mptool.outputs.report.verify import gate_label
 
+    decisions = table["violation"] if summary.get("replicates") else None  # decided violations (replicates)
     outcome = gate(table, summary["identity"], threshold, baseline=gi.baseline, tolerance=gi.tolerance,
-                   waivers=gi.waivers, today=gi.today)
+                   waivers=gi.waivers, today=gi.today, decisions=decisions)
     c = outcome.block["counts"]
     outcome.block["excused"] = c["violations"] - c["counted"]  # above the threshold, yet not counted
-    raw = "fail" if c["violations"] else "pass"
+    raw = "fail" if c["violations"] else "undecided" if c.get("undecided") else "pass"
     outcome.block["verdict_label"] = gate_label({"verdict": raw, "baseline": outcome.block})
     if gi.baseline is not None:
         table["baseline_status"] = outcome.status
@@ -134,8 +135,14 @@ def gate_line(outcome: GateOutcome) -> str:
         parts = f"{c['violations']} above the threshold"
         what = "above the threshold"
     parts += f"; {c['waived']} waived"
+    if "undecided" in c:  # the replicate engine: decided violations; undecided records are never waived
+        what = "decided above the threshold"
+        parts = f"{c['violations']} decided above the threshold; {c['waived']} waived; {c['undecided']} undecided"
     if outcome.verdict == "fail":
         return f"gate FAILED: {c['counted']} record(s) {what} and not waived ({parts})"
+    if outcome.verdict == "undecided":
+        return (f"gate not established: no record {what} that is not waived, but {c['undecided']} record(s) "
+                f"undecided beyond the training randomness (fail closed; {parts})")
     excused = c["violations"] - c["counted"]
     if excused:  # a pass that rests on excused violations says so first (issue 26)
         from mptool.outputs.report.verify import gate_label

@@ -6,6 +6,15 @@ from mptool.cli.app import app
 from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_OK
 
+#: How --engine auto treats a name whose engine is refit (docs/randomness.md); also printed by 'mptool check'.
+RANDOMNESS_TEXT = (
+    "Randomness detection: where the engine is refit, mptool pdtp --engine auto first refits A(T) with another "
+    "seed and with T's rows permuted. Training that depends on the seed or the row order (a forest's bootstrap, a "
+    "network's initialisation and minibatches, bagged boosting) -> the replicate engine: each record's influence "
+    "beyond the randomness, decided true / false / undecided (docs/randomness.md). The same predictions -> one "
+    "paired refit per record, exact. mptool mitigate judges its settings the same way."
+)
+
 
 @app.command()
 def estimators() -> int:
@@ -27,6 +36,8 @@ def estimators() -> int:
         out_console.print(f"{r.name:<{w_name}}  {r.engine:<{w_engine}}  {r.bound}", soft_wrap=True)
         out_console.print(f"{'':<{w_name}}  {'':<{w_engine}}  class {r.path}{'; ' + r.note if r.note else ''}",
                           soft_wrap=True)
+    out_console.print("")
+    out_console.print(RANDOMNESS_TEXT, soft_wrap=True)
     out_console.print("")
     out_console.print(ALLOW_IMPORT_TEXT, soft_wrap=True)
     return EXIT_OK

@@ -59,6 +59,14 @@ def mitigate(
     quiet: QuietOpt = False,
     backend: BackendOpt = "loky",
     scheduler: SchedulerOpt = None,
+    replicates: Annotated[
+        str | None, typer.Option(help="Randomized training (detected): MIN:MAX replicates per record and setting, "
+                                 "doubled for records still undecided [default: 4:32].")
+    ] = None,
+    error_control: Annotated[
+        str, typer.Option("--error-control", help="Randomized training: error control across records: bh, holm or "
+                          "record (as mptool pdtp).")
+    ] = "bh",
 ) -> int:
     """Score defences against membership inference and recommend the most useful one that passes.
 
@@ -68,7 +76,10 @@ def mitigate(
     eps-DP implies DTP <= eps over the training noise, Long et al. Def. 4.1). Writes
     DIR/mitigate.csv (one row per setting), DIR/mitigate.json (decision, runner-ups, plan) and,
     when a setting passes, DIR/recommended-spec.yaml: 'mptool pdtp DATA --model
-    DIR/recommended-spec.yaml' re-audits it to the claimed max PDTP.
+    DIR/recommended-spec.yaml' re-audits it to the claimed max PDTP. Randomized training (a
+    forest, a network: detected by refitting with another seed and row order) is judged per
+    setting on decided violations (docs/randomness.md): a setting with records undecided beyond
+    the randomness is "not established", never recommended.
     """
     from mptool.api.mitigate import DEFENCES
     from mptool.api.mitigate import mitigate as run
@@ -81,6 +92,9 @@ def mitigate(
     flags.check_mitigate_flags(target=target, sample=sample, max_removals=max_removals, train_size=train_size)
     flags.check_defences(defences, DEFENCES)
     flags.check_gate(gate)
+    from mptool.api.mitigate_random import check_options
+
+    check_options(replicates, error_control)
     data_path, spec_path = resolve_inputs(data, model, "mitigate", quiet)
     backend = check_backend(backend, scheduler)
     spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed})
@@ -94,7 +108,7 @@ def mitigate(
         data_path, spec, defences=defences, target=target, sample=sample, max_removals=max_removals, gate=gate,
         jobs=jobs or None, backend=backend, scheduler=scheduler, allow_import=tuple(allow_import or ()),
         progress=lambda n, label: ui.progress(n, label, quiet), on_line=lambda line: ui.info(line, quiet),
-        prepared=prep,
+        prepared=prep, replicates=replicates, error_control=error_control,
     )
     for note in result.notes[len(prep.notes):]:
         ui.warn(note)
@@ -162,6 +176,8 @@ def print_summary(result: Any, quiet: bool) -> None:
                 f"more than {result.summary.get('majority_margin', 0):g})")
         for row in result.table.itertuples():
             mark = "pass" if row.passes else "fail"
+            if not row.passes and getattr(row, "undecided", 0) and not row.above_target:
+                mark = f"not established ({row.undecided} undecided)"
             note = f"  ({row.why_not})" if row.passes and row.why_not else ""
             ui.echo(f"  {row.family:<10} {row.setting:<28} max PDTP {row.max_pdtp:7.4f} (binned "
                     f"{row.max_pdtp_binned:.4f}, raw {row.max_pdtp_raw:.4f})  accuracy {row.accuracy:.4f}  "

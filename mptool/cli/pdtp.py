@@ -295,6 +295,7 @@ another seed and with T's rows permuted; when a prediction changes it audits wit
 (docs/randomness.md): pdtp is then the PDTP of the expected prediction, violation is True,
 False or undecided (exit 1 unless every record is decided below), and pdtp_low, pdtp_high,
 replicates and sd_full are added; --replicates MIN:MAX, --budget FITS and --error-control set it.
+There --waivers excuse records decided above (never undecided ones); --baseline is refused.
 
 With --baseline, only records new or worse than the baseline run count (exit 1); with
 --waivers, waived records do not count until their waiver expires; pdtp.json then has a
@@ -399,19 +400,21 @@ def pdtp(
 
 
 def check_randomized_flags(prep: Any, options: Any, gate_inputs: Any, formats: tuple[str, ...]) -> None:
-    """Refuse, before the audit, what the replicate engine cannot honour: --baseline/--waivers and --trained.
+    """Refuse, before the audit, what the replicate engine cannot honour: --baseline and --trained.
 
-    The baseline and waiver gates compare single-refit PDTP across runs; a shipped model is one
-    draw of a randomized A, not A.
+    The baseline gate compares single-refit PDTP across runs (a decided violation has no
+    "worse" by a PDTP rise); a shipped model is one draw of a randomized A, not A. ``--waivers``
+    work: a waiver excuses a record decided above the threshold; undecided records are never
+    waived, so they keep the verdict "not established".
     """
     from mptool.api.randomized import uses_replicates
 
     if not uses_replicates(prep, options):
         return
     why = "--engine replicates" if options.engine == "replicates" else "training is randomized (replicate engine)"
-    if gate_inputs.active:
-        raise InputError(f"--baseline/--waivers cannot be used when {why}: they compare single-refit PDTP; "
-                         "drop them, or use --engine refit for today's paired refit")
+    if gate_inputs.baseline is not None:
+        raise InputError(f"--baseline cannot be used when {why}: it compares single-refit PDTP across runs; "
+                         "drop it (--waivers work: they name decided violations), or use --engine refit")
     if options.trained is not None:
         raise InputError(f"--trained cannot be used when {why}: a shipped model is one draw of the randomized "
                          "training, not A(T); drop --trained")

@@ -145,6 +145,8 @@ def _records_table(records: Any, where: str, id_column: str | None, keyed: bool 
     table = pd.DataFrame({"key": keys, "row": rows, "pdtp": values, "fingerprint": prints})
     if id_column:
         table["id"] = ids
+    if records and all(isinstance(r, dict) and "violation" in r for r in records):  # a replicate-engine run
+        table["violation"] = [str(r["violation"]) for r in records]
     return table
 
 

@@ -133,3 +133,9 @@ def detect(template: Any, full_model: Any, X: pd.DataFrame, y: np.ndarray, class
 def not_checked(why: str) -> dict[str, Any]:
     """The ``randomness`` block of pdtp.json when no detection ran (an exact engine, or ``--engine refit``)."""
     return {"checked": False, "why": why}
+
+
+def detection_fits(template: Any, found: Randomness) -> int:
+    """Fits :func:`detect` made for ``found``: as is, another seed (if seeded), a permutation (and its reverse)."""
+    order = 0 if found.order_why else 1 if found.order else 2
+    return 1 + int(bool(seed_keys(template))) + order

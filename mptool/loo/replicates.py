@@ -137,6 +137,9 @@ class ReplicateResult(LooResult):
     order: str = "row"
     plan: ReplicatePlan = field(default_factory=ReplicatePlan)
     budget_exhausted: bool = False
+    full_draws: np.ndarray | None = None  # (R_T, n, k) released probabilities of the T replicates (all records)
+    loo_draws: np.ndarray | None = None  # (n, MAX, k) those of T minus t (NaN beyond a record's replicates)
+    label_index: np.ndarray | None = None  # class index of each audited record's label
 
     @property
     def refits(self) -> int:
@@ -310,8 +313,39 @@ class ReplicateEngine:
             p_full=m_full[keep], p_loo=m_loo[keep], engine=self.name, stats=stats, raw=raw,
             decisions=decisions[keep], replicates=st.have[keep].copy(), sd_full=sd[keep], done=done,
             stopped_at=stopped, fits=fits, full_replicates=len(st.full), order=order_name, plan=self.plan,
-            budget_exhausted=exhausted,
+            budget_exhausted=exhausted, full_draws=st.full, loo_draws=st.loo, label_index=label_index,
         )
+
+
+def redecided(result: ReplicateResult, plan: ReplicatePlan) -> ReplicateResult:
+    """``result``'s replicates judged again under ``plan`` (another release policy, threshold or scale): no fit.
+
+    ``result`` must come from a run of every record (no ``--fail-fast`` stop) whose plan had no
+    release policy (raw draws). Each record keeps the replicates it was given; its p-values are
+    taken at every planned look up to them and Bonferroni-corrected over the planned looks, which
+    is valid whatever rule chose how many it got (:mod:`mptool.privacy.influence`). A record that
+    would have needed more replicates under ``plan`` stays undecided: fail closed.
+    """
+    if result.done is not None or result.full_draws is None or result.loo_draws is None:
+        raise ValueError("redecided: needs the draws of a complete run")
+    if result.plan.release is not None:
+        raise ValueError("redecided: the run's draws must be raw (no release policy)")
+    engine = ReplicateEngine(plan)
+    n, k = result.loo_draws.shape[0], result.loo_draws.shape[2]
+    st = _State(n, k, result.loo_draws.shape[1])
+    full, loo = result.full_draws, result.loo_draws.copy()
+    if plan.release is not None:
+        full = apply_policy(full.reshape(-1, k), plan.release).reshape(full.shape)
+        have = ~np.isnan(loo[..., 0])
+        loo[have] = apply_policy(loo[have], plan.release)
+    st.full, st.loo, st.have = full, loo, result.replicates.copy()
+    for R in plan.schedule():
+        batch = np.nonzero(st.have >= R)[0]
+        if len(batch):
+            engine._test(st, batch, R)
+    decisions = decide(st.p_violation, st.p_below, plan.control, len(plan.schedule()))
+    return engine._result(st, decisions, None, result.fits, result.order, result.budget_exhausted,
+                          result.label_index)
 
 
 def _take(s: RecordStats, mask: np.ndarray) -> RecordStats:

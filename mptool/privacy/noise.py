@@ -174,6 +174,7 @@ def measure_floor(
         jobs=jobs,
         backend=backend,
         on_result=lambda r: advance(len(r)),
+        shared=(template, X, y, classes),  # a Dask cluster gets T once per call, not with every chunk
     )
     p_moved = measured(np.concatenate(parts) if parts else np.empty((0, len(classes))), release)
     return NoiseFloor(

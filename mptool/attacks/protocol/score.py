@@ -27,7 +27,9 @@ ATTACK_COLUMNS = {
     "row": "0-based data row of the input CSV (header excluded)",
     "id": "value of the spec's id column (only when data.id is set)",
     "label": "the record's label (written only with --show-values; the API's table always has it)",
-    "pdtp_mean": "mean PDTP of the record while a member, over the first --pdtp-iterations iterations",
+    "pdtp_mean": "mean PDTP of the record while a member, over the first --pdtp-iterations iterations; with the "
+    "refit engine and randomized training (detected) a single-refit estimate per iteration that counts the training "
+    "randomness as influence, no record decided (attack.json summary.pdtp_basis; docs/randomness.md)",
     "<attack>_accuracy": "per-target accuracy: correct membership guesses / attacks on the record (2 per iteration)",
     **attribute_mod.COLUMNS,
     "max_accuracy": "largest per-target accuracy over the attacks run",
@@ -133,6 +135,7 @@ def run_summary(
         "iterations": o.iterations,
         "pdtp_iterations": measured.iterations,
         "engine": measured.engine,
+        **({"pdtp_basis": measured.basis} if measured.basis is not None else {}),
         "shadows": o.shadows,
         "pairs": o.pairs,
         "shadow_pool": o.shadow_pool,

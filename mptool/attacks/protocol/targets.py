@@ -99,6 +99,31 @@ class PdtpMeasure:
     count: np.ndarray  # (targets,) measurements averaged
     iterations: int
     engine: str | None
+    basis: dict[str, Any] | None = None  # refit engine: one paired refit per measurement, randomness detected
+
+
+#: What ``pdtp_mean`` of a randomized target model is (attack.json ``summary.pdtp_basis``; docs/randomness.md).
+SINGLE_REFIT = (
+    "single-refit estimate: each measurement is one paired refit of A(half) and A(half minus t); the training "
+    "depends on {sources}, so it counts the training randomness as the record's influence and no record is "
+    "decided; mptool pdtp (replicate engine) decides which records violate DTP-1 beyond the randomness"
+)
+
+
+def pdtp_basis(run: Run, half: Any, model: Any, classes: np.ndarray, engine_name: str) -> dict[str, Any] | None:
+    """For the refit engine: is the target's training randomized (refits of the first half, detect)? What
+    ``pdtp_mean`` then is. None for exact engines (their PDTP is exact; nothing is refitted)."""
+    if engine_name != "refit":
+        return None
+    from mptool.loo.randomness import detect, detection_fits
+
+    found = detect(run.prep.template, model, half.X, half.y, classes, run.seed)
+    fits = {"fits": detection_fits(run.prep.template, found), "fits_note": "the detection's refits of the first "
+            "half, not in summary.fits (the plan's count)"}
+    if not found.randomized:
+        return {**found.as_dict(), **fits, "basis": "exact: the paired refit of a deterministic training (detected), "
+                "one per measurement", "decided": True}
+    return {**found.as_dict(), **fits, "basis": SINGLE_REFIT.format(sources=found.sources), "decided": False}
 
 
 def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
@@ -108,7 +133,7 @@ def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
     t0 = time.perf_counter()
     total, count = np.zeros(o.targets), np.zeros(o.targets, dtype=int)
     n_pdtp = min(o.pdtp_iterations, o.iterations)
-    engine_name = None
+    engine_name, basis = None, None
     if engine is not None and n_pdtp:
         with run.progress(n_pdtp * o.targets, f"PDTP leave-one-out ({engine.name})") as advance:
             for i in range(n_pdtp):
@@ -125,6 +150,8 @@ def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
                     )
                     res = engine.run(req, advance)
                     engine_name = res.engine
+                    if basis is None and i == 0:
+                        basis = pdtp_basis(run, Th, model, draw.classes, res.engine)
                     vals = pdtp_of(res.p_full, res.p_loo, bin_size)
                     total[which] += vals.pdtp
                     count[which] += 1
@@ -133,4 +160,6 @@ def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
     run.timings["pdtp_s"] = time.perf_counter() - t0
-    return PdtpMeasure(mean, count, n_pdtp, engine_name)
+    if basis is not None and not basis["decided"]:
+        run.notes.append(f"pdtp_mean is a {basis['basis']}")
+    return PdtpMeasure(mean, count, n_pdtp, engine_name, basis)

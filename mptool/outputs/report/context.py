@@ -75,6 +75,8 @@ def fmt_p(value: Any) -> str:
 
 #: Columns that hold a value from the data rather than a result: shown as escaped excerpts.
 DATA_COLUMNS = ("label", "worst_class", "id")
+#: pdtp.csv's columns of a replicate-engine run shown with the riskiest records (decision, bounds, replicates).
+REPLICATE_RECORD_COLUMNS = ("violation", "pdtp_low", "pdtp_high", "replicates")
 #: Columns that are training data themselves (or stand in for it): shown only with ``show_values``.
 VALUE_COLUMNS = ("id", *formats.VALUE_COLUMNS)
 
@@ -115,9 +117,43 @@ def gate_sentence(gate: dict[str, Any]) -> str:
     return text + f"; {counts.get('waived')} waived; {counts.get('counted')} counted by the gate. "
 
 
+def replicate_verdict(s: dict[str, Any]) -> dict[str, Any]:
+    """The headline of a replicate-engine run (randomized training): decided above, decided below, undecided.
+
+    Never "holds" while a record is undecided: that verdict is "not established" (pdtp exited 1).
+    """
+    rep = s["replicates"]
+    verdict = s.get("verdict")
+    gate = s.get("baseline") if isinstance(s.get("baseline"), dict) else {}
+    code = 0 if gate.get("verdict", verdict) == "pass" else 1
+    head = {"fail": "DTP-1 VIOLATED", "pass": "DTP-1 holds"}.get(str(verdict), "DTP-1 not established")
+    label = gate_label(s)
+    if verdict == "fail" and label.startswith("pass-with"):
+        head += f"; the gate passed only through excused records ({label})"
+    elif verdict == "fail" and label == "undecided":
+        head += "; after the waivers the gate is not established (records undecided)"
+    detail = (
+        f"{fmt(s.get('violations'), None)} of {fmt(s.get('n'), None)} records decided above the threshold "
+        f"{fmt(s.get('threshold'), 2)} beyond training randomness, {fmt(s.get('decided_below'), None)} decided "
+        f"below, {fmt(s.get('undecided'), None)} undecided (max estimate {fmt(s.get('max'))}; "
+        f"{round(100 * float(rep.get('confidence') or 0))}% confidence, error control {rep.get('error_control')}; "
+        f"replicate engine, {fmt(rep.get('fits'), None)} fits). {gate_sentence(gate)}mptool pdtp exited with code "
+        f"{code} ({'finding' if code == 1 else 'pass'})."
+    )
+    advice = {
+        "fail": "The classifier should not be published as is (Long et al., section 5: the DTP-1 rule).",
+        "pass": "Every audited record's influence is established below the threshold beyond the training randomness.",
+    }.get(str(verdict), "Undecided records could not be checked (fail closed): more replicates (--replicates) "
+          "or a --budget may decide them; they are listed with violation = undecided.")
+    return {"status": {"fail": "fail", "pass": "pass"}.get(str(verdict), "unknown"), "headline": head,
+            "detail": detail, "advice": advice, "exit_code": code}
+
+
 def verdict_block(inputs: ReportInputs) -> dict[str, Any]:
     """Headline of the report: DTP-1 pass/fail with max PDTP, threshold and pdtp's exit code."""
     s = inputs.pdtp_summary
+    if s and isinstance(s.get("replicates"), dict) and s.get("verdict") in ("pass", "fail", "undecided"):
+        return replicate_verdict(s)
     if s and s.get("verdict") in ("pass", "fail"):
         failed = s["verdict"] == "fail"
         gate = s.get("baseline") if isinstance(s.get("baseline"), dict) else {}
@@ -265,6 +301,18 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
             ("violations (PDTP > threshold)", fmt(s.get("violations"), None)),
             ("threshold", fmt(s.get("threshold"), 2)),
         ]
+        if isinstance(s.get("replicates"), dict):  # randomized training: decisions beyond the randomness
+            rep = s["replicates"]
+            rows[-2] = ("violations (decided above the threshold beyond training randomness)",
+                        fmt(s.get("violations"), None))
+            rows += [
+                ("records decided below the threshold", fmt(s.get("decided_below"), None)),
+                ("records undecided (not established; violation = undecided in pdtp.csv)",
+                 fmt(s.get("undecided"), None)),
+                ("error control", f"{rep.get('error_control')}: {rep.get('error_control_means')}"),
+                ("replicates per record", f"{rep.get('replicates_min')}-{rep.get('replicates_max')}; "
+                 f"{fmt(rep.get('fits'), None)} fits{', budget spent' if rep.get('budget_exhausted') else ''}"),
+            ]
         rows += honesty_rows(s)
     rows += dtp_rows(s, inputs.pdtp_table)
     if s:
@@ -290,6 +338,7 @@ def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> di
     t = inputs.pdtp_table
     if t is None or "row" not in t:
         return None
+    replicate_run = isinstance((inputs.pdtp_summary or {}).get("replicates"), dict)
     t = t.sort_values(["pdtp", "row"], ascending=[False, True]).head(top)
     if show_values and "label" not in t and inputs.labels is not None:  # pdtp.csv without labels: from the data
         t = t.assign(label=t["row"].map(lambda r: inputs.labels.get(int(r))))
@@ -297,7 +346,7 @@ def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> di
         c
         for c in (
             "row", "id", "label", "pdtp", "pdtp_raw", "dtp_upper", "dtp_upper_binned", "dtp_queries", "worst_class",
-            "p_full", "p_loo",
+            "p_full", "p_loo", *(REPLICATE_RECORD_COLUMNS if replicate_run else ()),
         )
         if c in t and t[c].notna().any() and (show_values or c not in VALUE_COLUMNS)
     ]
@@ -321,7 +370,8 @@ def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> di
             fr = feats.loc[int(r["row"])] if int(r["row"]) in feats.index else None
             cells += [data_cell(fr[c]) if fr is not None else "—" for c in feat_cols]
         rows.append(cells)
-    numeric = {"row", "pdtp", "pdtp_raw", "dtp_upper", "dtp_upper_binned", "dtp_queries", "p_full", "p_loo", *extra}
+    numeric = {"row", "pdtp", "pdtp_raw", "dtp_upper", "dtp_upper_binned", "dtp_queries", "p_full", "p_loo",
+               "pdtp_low", "pdtp_high", "replicates", *extra}
     numeric |= {c for c in feat_cols if pd.api.types.is_numeric_dtype(feats[c])}
     out = _table(core + extra + feat_cols, rows, numeric)
     out["n_core"] = len(core) + len(extra)

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from mptool.inputs.baseline import PreviousRun, load_run
-from mptool.outputs.report.verify import gate_label
+from mptool.outputs.report.verify import decisions_recomputed, gate_label
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 from mptool.runtime.version import __version__
@@ -98,11 +98,14 @@ def run_rows(history: History) -> pd.DataFrame:
         s = run.summary
         p = run.table["pdtp"].to_numpy(dtype=float)
         threshold = float(s.get("threshold", 1.0))
+        said = {"violations": int((p > threshold).sum()), "verdict": "fail" if (p > threshold).any() else "pass"}
+        if isinstance(s.get("replicates"), dict):  # the replicate engine: decided violations, undecided
+            said = decisions_recomputed(run.table, str(run.path))
         rows.append({
             "run": run.path.parent.name, "started": _started(run) or "—", "records": int(p.size),
             "max": float(p.max()) if p.size else 0.0, "mean": float(p.mean()) if p.size else 0.0,
-            "violations": int((p > threshold).sum()), "threshold": threshold,
-            "verdict": gate_label({**s, "verdict": "fail" if (p > threshold).any() else "pass"}),
+            "violations": said["violations"], "threshold": threshold,
+            "verdict": gate_label({**s, "verdict": said["verdict"]}),
         })
     return pd.DataFrame(rows)
 

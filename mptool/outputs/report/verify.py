@@ -37,8 +37,13 @@ def _flags(column: pd.Series) -> np.ndarray:
     return column.astype(str).str.strip().str.lower().isin(["true", "1"]).to_numpy()
 
 
-def recomputed(table: pd.DataFrame, summary: dict[str, Any], where: str) -> dict[str, Any]:
-    """The DTP-1 verdict, the count above the threshold and the max, from the records on the ``--gate`` scale."""
+def recomputed(table: pd.DataFrame, summary: dict[str, Any], where: str,
+               unevaluated: np.ndarray | None = None) -> dict[str, Any]:
+    """The DTP-1 verdict, the count above the threshold and the max, from the records on the ``--gate`` scale.
+
+    ``unevaluated`` (a replicate-engine run: records left undecided by a spent budget) marks the records whose
+    estimate may be empty; the max is over the others.
+    """
     threshold = _number(summary.get("threshold"))
     if threshold is None:
         raise InputError(f"{where}: summary.threshold is not a finite number; the verdict cannot be checked")
@@ -46,40 +51,71 @@ def recomputed(table: pd.DataFrame, summary: dict[str, Any], where: str) -> dict
     if column not in table:
         raise InputError(f"{where}: pdtp.csv has no '{column}' column; the verdict cannot be checked")
     values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
+    if unevaluated is not None:
+        values = values[~(np.isnan(values) & unevaluated)]
     if np.isnan(values).any():
         raise InputError(f"{where}: pdtp.csv has a '{column}' cell that is not a number; the verdict cannot be checked")
     above = int(np.sum(values > threshold))
-    return {"verdict": "fail" if above else "pass", "violations": above, "n": int(values.size),
+    return {"verdict": "fail" if above else "pass", "violations": above, "n": int(len(table)),
             "max": float(values.max()) if values.size else 0.0, "threshold": threshold, "column": column}
 
 
-def gate_recomputed(table: pd.DataFrame, threshold: float) -> dict[str, int | str]:
-    """The gate after baseline and waivers, as :func:`mptool.api.baseline.gate` decides it from the columns."""
+def decisions_recomputed(table: pd.DataFrame, where: str) -> dict[str, Any]:
+    """A replicate-engine run's verdict from pdtp.csv's ``violation`` column (True, False, undecided).
+
+    fail when a record is decided above the threshold, else undecided when any is undecided, else pass
+    (docs/randomness.md); any other cell refuses the folder.
+    """
+    if "violation" not in table:
+        raise InputError(f"{where}: pdtp.csv has no 'violation' column; the verdict cannot be checked")
+    cells = table["violation"].astype(str).str.strip().str.lower()
+    if not cells.isin(["true", "false", "undecided"]).all():
+        raise InputError(f"{where}: pdtp.csv has a 'violation' cell that is not true, false or undecided; the "
+                         "verdict cannot be checked")
+    above, open_ = int((cells == "true").sum()), int((cells == "undecided").sum())
+    return {"verdict": "fail" if above else "undecided" if open_ else "pass", "violations": above,
+            "undecided": open_, "decided_below": int((cells == "false").sum())}
+
+
+def gate_recomputed(table: pd.DataFrame, threshold: float, replicates: bool = False) -> dict[str, int | str]:
+    """The gate after baseline and waivers, as :func:`mptool.api.baseline.gate` decides it from the columns
+    (``replicates``: violating = decided above, from the ``violation`` column; undecided keeps it from passing)."""
     violating = pd.to_numeric(table["pdtp"], errors="coerce").to_numpy(dtype=float) > threshold
+    open_ = 0
+    if replicates:
+        cells = table["violation"].astype(str).str.strip().str.lower()
+        violating, open_ = (cells == "true").to_numpy(), int((cells == "undecided").sum())
     if "baseline_status" in table:
         status = table["baseline_status"].astype(str).str.strip().to_numpy()
     else:
         status = np.where(violating, "new", "")
     waived = _flags(table["waived"]) if "waived" in table else np.zeros(len(table), dtype=bool)
     counted = np.isin(status, ["new", "worse"]) & ~waived
-    return {"verdict": "fail" if counted.any() else "pass", "violations": int(violating.sum()),
+    verdict = "fail" if counted.any() else "undecided" if open_ else "pass"
+    return {"verdict": verdict, "violations": int(violating.sum()),
             "waived": int((waived & violating).sum()), "counted": int(counted.sum())}
 
 
 def verify_pdtp(table: pd.DataFrame | None, summary: dict[str, Any] | None, where: str) -> list[str]:
     """Check pdtp.json's summary against pdtp.csv; InputError on any disagreement, else notes (if unverifiable)."""
-    if summary is None or summary.get("verdict") not in ("pass", "fail"):
+    replicates = isinstance(summary, dict) and isinstance(summary.get("replicates"), dict)
+    if summary is None or summary.get("verdict") not in ("pass", "fail", *(("undecided",) if replicates else ())):
         return []
     if table is None:
         return ["the DTP-1 verdict is pdtp.json's alone: pdtp.csv (the records) is missing, so it is not verified"]
-    got = recomputed(table, summary, where)
+    decided = decisions_recomputed(table, where) if replicates else None
+    open_ = (table["violation"].astype(str).str.strip().str.lower() == "undecided").to_numpy() if replicates else None
+    got = recomputed(table, summary, where, open_)
     said = {"verdict": summary.get("verdict"), "violations": summary.get("violations"), "n": summary.get("n")}
+    if decided is not None:  # decided violations, not estimates above the threshold (docs/randomness.md)
+        got |= decided
+        said["undecided"] = summary.get("undecided")
     for key, value in said.items():
         if value is not None and value != got[key]:
             raise InputError(
                 f"{where}: summary.{key} ({value}) disagrees with the records in pdtp.csv ({got[key]}: "
-                f"{got['violations']} of {got['n']} above {got['threshold']:g} on {got['column']}); a result file "
-                "was edited: rerun mptool pdtp"
+                f"{got['violations']} of {got['n']} {'decided ' if replicates else ''}above {got['threshold']:g} "
+                f"on {'violation' if replicates else got['column']}); a result file was edited: rerun mptool pdtp"
             )
     said_max = _number(summary.get("max"))
     if said_max is None or not math.isclose(said_max, got["max"], rel_tol=MAX_RTOL, abs_tol=1e-12):
@@ -87,7 +123,7 @@ def verify_pdtp(table: pd.DataFrame | None, summary: dict[str, Any] | None, wher
                          "rerun mptool pdtp")
     block = summary.get("baseline")
     if isinstance(block, dict) and "verdict" in block:
-        gate = gate_recomputed(table, got["threshold"])
+        gate = gate_recomputed(table, got["threshold"], replicates)
         if block.get("verdict") != gate["verdict"]:
             raise InputError(
                 f"{where}: summary.baseline.verdict ({block.get('verdict')}) disagrees with pdtp.csv's "
@@ -101,6 +137,8 @@ def gate_label(summary: dict[str, Any]) -> str:
     """The verdict a run's exit code stood for, naming what excused violations (module docstring)."""
     verdict = str(summary.get("verdict"))
     block = summary.get("baseline")
+    if isinstance(block, dict) and block.get("verdict") == "undecided":
+        return "undecided"
     if not isinstance(block, dict) or block.get("verdict") not in ("pass", "fail"):
         return verdict
     if block["verdict"] == "fail" or verdict == "pass":
