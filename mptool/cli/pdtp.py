@@ -436,7 +436,7 @@ def finish_pdtp(
     still rendered before any is written).
     """
     from mptool.inputs.signature import signature_block
-    from mptool.outputs.formats import OutputFile, jsonable, records_for_json, to_csv, write_files
+    from mptool.outputs.formats import OutputFile, jsonable, records_for_json, to_csv_utf8, write_files
 
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir), "records_file": "pdtp.csv"}
     table = result.table.copy()
@@ -444,7 +444,7 @@ def finish_pdtp(
     if outcome is not None:
         summary["baseline"] = outcome.block
     t_csv = time.perf_counter()
-    records = to_csv(table).encode("utf-8")
+    records = to_csv_utf8(table)
     summary["timings"] = {**summary["timings"], "read_prepare_s": round(read_s, 4),
                           "write_csv_s": round(time.perf_counter() - t_csv, 4)}
     doc = jsonable({"summary": summary, **({"records": records_for_json(table)} if json_records else {})})

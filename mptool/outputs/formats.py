@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.outputs import results
-from mptool.outputs.csvtext import to_csv_text
+from mptool.outputs.csvtext import to_csv_bytes, to_csv_text
 from mptool.outputs.junit import GateCase, junit_xml
 
 #: Float format of per-record CSV files (12 significant digits: stable across platforms).
@@ -80,6 +80,11 @@ def to_csv(frame: pd.DataFrame) -> str:
     return to_csv_text(frame, CSV_FLOAT_FORMAT)
 
 
+def to_csv_utf8(frame: pd.DataFrame) -> bytearray:
+    """:func:`to_csv` as its UTF-8 bytes, rendered straight into one buffer (the per-record files of a big T)."""
+    return to_csv_bytes(frame, CSV_FLOAT_FORMAT)
+
+
 def to_csv_exact(frame: pd.DataFrame) -> str:
     """CSV text with floats in Python's shortest round-trip form (nothing lost in the file)."""
     return to_csv_text(frame)
@@ -104,8 +109,8 @@ def _junit(suite: JunitSuite) -> str:
     return junit_xml(suite.name, suite.cases, suite.seconds, suite.stdout)
 
 
-def _text(text: str | bytes) -> str | bytes:
-    if not isinstance(text, str | bytes):
+def _text(text: str | bytes | bytearray) -> str | bytes | bytearray:
+    if not isinstance(text, str | bytes | bytearray):
         raise TypeError(f"a text output needs str or bytes, got {type(text).__name__}")
     return text
 
@@ -129,7 +134,7 @@ class OutputFile:
     payload: Any
 
 
-def render(file: OutputFile) -> str | bytes:
+def render(file: OutputFile) -> str | bytes | bytearray:
     """The content of ``file`` in its format."""
     try:
         renderer = FORMATS[file.format]
