@@ -439,7 +439,7 @@ def finish_pdtp(
     from mptool.outputs.formats import OutputFile, jsonable, records_for_json, to_csv_utf8, write_files
 
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir), "records_file": "pdtp.csv"}
-    table = result.table.copy()
+    table = result.table.copy(deep=False)  # the gate only adds columns: no copy of a big T's table (issue 28)
     outcome = ci.apply_gate(table, summary, result.summary["threshold"], gate_inputs)
     if outcome is not None:
         summary["baseline"] = outcome.block
