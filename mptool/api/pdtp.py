@@ -338,7 +338,13 @@ def without_bounds(
 
 def pdtp_workers(prep: Prepared, options: PdtpOptions, engine: Any, n: int, fit_s: float) -> dict[str, Any]:
     """The worker count of the run (:func:`mptool.runtime.parallel.choose_workers`): the refit engine's
-    ``n`` refits (and the noise floor's) timed by the fit of A(T); an exact engine keeps ``--jobs``."""
+    ``n`` refits (and the noise floor's), or the replicate engine's fewest fits (MIN replicates of T
+    and of T minus t per record), timed by the fit of A(T); an exact engine keeps ``--jobs``."""
+    if engine.name == "replicates":
+        from mptool.loo.replicates import parse_replicates
+
+        least = parse_replicates(options.replicates)[0] * (n + 1)
+        return choose_workers(options.jobs, options.backend, least, fit_s)
     if engine.name != "refit":
         jobs = resolve_jobs(options.jobs)
         return {"requested": jobs, "workers": jobs, "fits": 0, "fit_s": round(fit_s, 6),
@@ -375,7 +381,7 @@ def run_pdtp(
     jobs = workers["workers"]
     request = loo_request(prep, options, positions, full_model, jobs, checkpoint)
     if engine.name == "replicates":
-        return run_randomized(prep, options, engine, request, randomness, key, progress, (t0, t_fit))
+        return run_randomized(prep, options, engine, request, randomness, key, progress, (t0, t_fit), workers)
     result = run_engine(engine, request, progress)
     requested = len(positions)
     request, result, stopped = keep_reported(request, result)
@@ -463,6 +469,7 @@ def _noise_floor(
 def run_randomized(
     prep: Prepared, options: PdtpOptions, engine: Any, request: LooRequest, randomness: dict[str, Any], key: Any,
     progress: Callable[[int, str], AbstractContextManager[Callable[[int], None]]], times: tuple[float, float],
+    workers: dict[str, Any] | None = None,
 ) -> PdtpOutcome:
     """The audit of a randomized A with the replicate engine (:mod:`mptool.api.randomized`): table and summary.
 
@@ -510,6 +517,7 @@ def run_randomized(
         "noise_floor": noise,
         **run_facts(prep, request.full_model, request.jobs),
         **release_summary(spec.output.release, len(prep.classes)),
+        "workers": workers,
         "timings": {
             "fit_full_s": round(t_fit - t0, 4),
             "leave_one_out_s": round(t_loo - t_fit, 4),

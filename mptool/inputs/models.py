@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +19,6 @@ import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone, is_classifier
 from sklearn.compose import ColumnTransformer
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.impute import SimpleImputer
-from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
@@ -126,7 +125,8 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
             f"model.estimator '{name}' is a class that module imports from elsewhere, not one defined in it; "
             "name the class where it is defined (--allow-import trusts a module's own classes only)"
         )
-    if cls is KNeighborsClassifier:  # same parameters; ties broken by (distance, row), not by sklearn's search
+    if cls is getattr(sys.modules.get("sklearn.neighbors"), "KNeighborsClassifier", None):  # imported if it is cls
+        # same parameters; ties broken by (distance, row), not by sklearn's search
         cls = TieStableKNeighborsClassifier
     params = {**defaults, **model.params}
     try:
@@ -323,7 +323,7 @@ def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipel
             est.set_params(min_categories=np.asarray([int(max(c.maximum or 0, 0)) + 1 for c in schema.columns]))
         steps: list[Any] = []
         if any(c.has_missing for c in schema.columns):
-            steps.append(SimpleImputer(strategy="median"))
+            steps.append(_median_imputer())
         return make_pipeline(*steps, est)
     if isinstance(est, CategoricalNB):
         enc = DomainEncoder(_categorical_domains(spec, schema))
@@ -351,7 +351,7 @@ def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipel
         # are exact comparisons of distances; mptool.inputs.neighbors)
         scaler = (MinMaxScaler(clip=True) if isinstance(est, MultinomialNB) else OrderFreeStandardScaler()
                   if isinstance(est, TieStableKNeighborsClassifier) else StandardScaler())
-        steps = [SimpleImputer(strategy="median")] if any(c.has_missing for c in nums) else []
+        steps = [_median_imputer()] if any(c.has_missing for c in nums) else []
         parts.append(("numeric", make_pipeline(*steps, scaler), [c.name for c in nums]))
     return Pipeline([("pre", ColumnTransformer(parts, sparse_threshold=0.0)), ("clf", est)])
 
@@ -386,6 +386,13 @@ def _dp_domain(est: DPCategoricalNB, given: dict[str, Any], sizes: list[int]) ->
             f"model.params.n_categories must give one size per feature column ({len(sizes)}), each at least "
             f"the column's domain ({', '.join(map(str, sizes))}); leave it out to use the domain"
         )
+
+
+def _median_imputer() -> Any:
+    """scikit-learn's median imputer (imported here: sklearn.impute pulls in k-NN and more, issue 28)."""
+    from sklearn.impute import SimpleImputer
+
+    return SimpleImputer(strategy="median")
 
 
 def dp_domain_problem(spec: Spec, schema: Schema) -> str | None:
