@@ -7,7 +7,7 @@ T, fitting A(T), the leave-one-out of every record, the bounds, fingerprints, wr
 and pdtp.json. Goal: <= 8 CPU s and <= 0.8 GB peak RSS.
 
 Baseline, measured in the same run, each in a fresh interpreter: the floor any tool pays for
-the same data -- importing scikit-learn, ``pandas.read_csv`` of the file, encoding the five
+the same data -- importing scikit-learn, ``pandas.read_csv`` of the file (labels as a text array), encoding the five
 columns, one ``CategoricalNB`` fit and one ``predict_proba`` of every record. CPU time is user +
 system of that child alone (``os.wait4``), peak RSS its ``ru_maxrss``; the load is printed.
 pdtp.json's own timings (wall seconds per phase) are printed too.
@@ -44,7 +44,7 @@ BASELINE = """
 import pandas as pd
 from sklearn.naive_bayes import CategoricalNB
 df = pd.read_csv({path!r})
-y = df.pop("grade").to_numpy()
+y = df.pop("grade").to_numpy(dtype=str)  # labels as a text array, as mptool hands them to fit
 X = df.apply(lambda c: pd.factorize(c)[0]).to_numpy()
 CategoricalNB(alpha=1.0).fit(X, y).predict_proba(X)
 """
