@@ -93,3 +93,17 @@ def test_text_labels_fit_the_same_model(duplicated: LooRequest) -> None:
     plain = req.template.__class__(req.template.steps).fit(req.train.X, req.train.y)  # object labels, as before
     assert np.asarray(model.classes_).tolist() == np.asarray(plain.classes_).tolist()
     assert same_bits(model.predict_proba(req.train.X), plain.predict_proba(req.train.X))
+
+
+def test_pdtp_json_times_the_new_phases(cli, tmp_path) -> None:  # noqa: ANN001
+    from conftest import mixed_frame, write_spec  # noqa: PLC0415
+
+    data = tmp_path / "d.csv"
+    mixed_frame(40).to_csv(data, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "categorical_nb", model={"bins": {"x1": [0.0], "x2": [2.0]}})
+    res = cli("pdtp", data, "--model", spec, "--out", tmp_path / "out", "-q", "--jobs", "1")
+    assert res.code in (0, 1), res.stderr
+    import json  # noqa: PLC0415
+
+    timings = json.loads((tmp_path / "out" / "pdtp.json").read_text())["summary"]["timings"]
+    assert {"train_accuracy_s", "gate_s", "startup_cpu_s", "cpu_s"} <= set(timings), timings
