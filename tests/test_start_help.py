@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mptool import cli
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "render_help.py"
@@ -16,7 +18,11 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "render_help.py"
 def test_stored_root_help_is_current_and_typers_rendering(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("COLUMNS", "80")
     digest, text = cli.HELP_FILE.read_text(encoding="utf-8").split("\n", 1)
-    assert digest == cli.sources_digest(), "mptool/cli changed: run python scripts/render_help.py"
+    ours, theirs = str(cli.sources_digest()).split(" ")
+    assert digest.split(" ")[0] == ours, "mptool/cli changed: run python scripts/render_help.py"
+    if digest.split(" ")[1] != theirs:  # another typer release than the one it was rendered with: typer renders
+        assert cli.stored_help() is None
+        pytest.skip("typer differs from the release the stored help was rendered with: run scripts/render_help.py")
     spec = importlib.util.spec_from_file_location("render_help", SCRIPT)
     assert spec is not None and spec.loader is not None
     render = importlib.util.module_from_spec(spec)

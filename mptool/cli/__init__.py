@@ -23,17 +23,21 @@ HELP_FILE = Path(__file__).with_name("root_help.txt")
 
 
 def sources_digest() -> str | None:
-    """SHA-256 of the sources the root help is rendered from (None when typer cannot be found)."""
+    """Digest of the sources the root help is rendered from: SHA-256 of ``mptool/cli/*.py``, a space, and
+    SHA-256 of typer's ``__init__.py`` (its version); None when typer cannot be found."""
     import importlib.util
 
     spec = importlib.util.find_spec("typer")
     if spec is None or spec.origin is None:
         return None
-    h = hashlib.sha256()
-    for path in [*sorted(Path(__file__).parent.glob("*.py")), Path(spec.origin)]:
-        data = path.read_bytes()
-        h.update(path.name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
-    return h.hexdigest()
+    parts = []
+    for paths in (sorted(Path(__file__).parent.glob("*.py")), [Path(spec.origin)]):
+        h = hashlib.sha256()
+        for path in paths:
+            data = path.read_bytes()
+            h.update(path.name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+        parts.append(h.hexdigest())
+    return " ".join(parts)
 
 
 def stored_help() -> str | None:
