@@ -51,9 +51,13 @@ def request(records: int, **params: object) -> LooRequest:
     return LooRequest(spec, prep.template, prep.train, full, prep.classes, np.arange(prep.train.n), 1)
 
 
+CPU: dict[int, float] = {}  # CPU seconds (this process: --jobs 1) of the last run of each engine, by id
+
+
 def timed(engine: object, req: LooRequest) -> tuple[object, float]:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = engine.run(req, lambda n: None)
+    CPU[id(engine)] = time.process_time() - c0
     return result, time.perf_counter() - t0
 
 
@@ -64,8 +68,12 @@ def raw_pdtp(result: object) -> np.ndarray:
 
 def speed(records: int) -> object:
     req = request(records)
-    exact, t_exact = timed(NewtonLogisticEngine(), req)
-    ref, t_ref = timed(RefitEngine(), req)
+    newton, refit = NewtonLogisticEngine(), RefitEngine()
+    exact, t_exact = timed(newton, req)
+    ref, t_ref = timed(refit, req)
+    c_exact, c_ref = CPU[id(newton)], CPU[id(refit)]
+    print(f"lr_newton_loo_{records}_cpu: {c_exact:.2f} CPU s vs refit {c_ref:.1f} CPU s: {c_ref / c_exact:.0f}x in CPU "
+          f"(wall {t_exact:.2f} s vs {t_ref:.1f} s: {t_ref / t_exact:.0f}x); load {os.getloadavg()[0]:.1f}")
     moved = [
         (bin_probabilities(a, 0.01) != bin_probabilities(b, 0.01)).any(axis=1)
         for a, b in ((exact.p_full, ref.p_full), (exact.p_loo, ref.p_loo))

@@ -37,8 +37,6 @@ from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_p
 from mptool.api.randomized import check_replicate_options, detect_for
 from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
 from mptool.attacks import DEFAULT_SHADOW_POOL
-from mptool.attacks.artefact import artefact_gates, attack_artefact
-from mptool.attacks.protocol import AttackOptions, parse_attacks, plan_attack, run_attack
 from mptool.inputs import options as checks
 from mptool.inputs.models import proba_in
 from mptool.inputs.prepare import Prepared, fit_checked, prepare
@@ -270,6 +268,9 @@ def attack(
     ``rmia_gamma``, ``rmia_offline_a``: RMIA's pairwise threshold and offline a ("auto": tuned;
     :mod:`mptool.attacks.rmia`).
     """
+    from mptool.attacks.artefact import artefact_gates, attack_artefact  # the attack modules: only here (issue 28)
+    from mptool.attacks.protocol import AttackOptions, parse_attacks, plan_attack, run_attack
+
     checks.check_operation(jobs=jobs, scheduler=scheduler, allow_import=allow_import)
     checks.check_attack_flags(
         counts={"candidates": candidates, "iterations": iterations, "targets": targets, "shadows": shadows,

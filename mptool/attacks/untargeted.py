@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.neural_network import MLPClassifier
 
 from mptool.inputs.data import Schema
 from mptool.runtime.signals import guard_fit
@@ -92,8 +91,10 @@ def attack_features(x_enc: np.ndarray, y_idx: np.ndarray, q: np.ndarray, n_class
     return np.hstack([x_enc, onehot, q])
 
 
-def make_attack_classifier(seed: int) -> MLPClassifier:
+def make_attack_classifier(seed: int) -> Any:
     """One hidden layer of 32 ReLU units, learning rate 0.01, 30 epochs (Long et al. 5.3)."""
+    from sklearn.neural_network import MLPClassifier  # imported when an attack model is made (issue 28)
+
     return MLPClassifier(
         hidden_layer_sizes=(32,), activation="relu", learning_rate_init=0.01, max_iter=30, random_state=seed
     )

@@ -344,6 +344,7 @@ def pdtp(
     Long only by its flag list (one parameter per flag, as typer declares them); the work is
     :func:`check_pdtp_cli_flags`, :func:`mptool.api.operations.pdtp` and :func:`finish_pdtp`.
     """
+    startup_cpu = time.process_time()  # the interpreter, the imports and the flag parsing before this line
     from mptool.api.operations import pdtp as run
     from mptool.api.operations import prepare_pdtp
     from mptool.api.pdtp import PdtpOptions
@@ -396,7 +397,7 @@ def pdtp(
     for note in (result.summary.get("replicates") or {}).get("notes", []):
         ui.warn(note)
     return finish_pdtp(result, spec, out_dir, opener, gate_inputs, formats, json_records, quiet, t_read,
-                       show_values)
+                       startup_cpu, show_values)
 
 
 def check_randomized_flags(prep: Any, options: Any, gate_inputs: Any, formats: tuple[str, ...]) -> None:
@@ -439,29 +440,34 @@ def check_pdtp_cli_flags(
 
 def finish_pdtp(
     result: Any, spec: Any, out_dir: Path, opener: CheckpointOpener, gate_inputs: Any, formats: tuple[str, ...],
-    json_records: bool, quiet: bool, read_s: float = 0.0, show_values: bool = False,
+    json_records: bool, quiet: bool, read_s: float = 0.0, startup_cpu_s: float = 0.0, show_values: bool = False,
 ) -> int:
     """After the run: the baseline/waiver gate, pdtp.csv, pdtp.json (junit.xml), terminal lines, exit code.
 
     Without ``show_values`` no file or line holds a record's ``label`` or ``worst_class``
     (:func:`mptool.outputs.formats.published`); with it every file is as before they became opt-in.
 
-    pdtp.json's timings gain ``read_prepare_s`` (reading the data, drawing T) and ``write_csv_s``
-    (rendering pdtp.csv, rendered before pdtp.json so that its time is in it; every file is
-    still rendered before any is written).
+    pdtp.json's timings gain ``read_prepare_s`` (reading the data, drawing T), ``gate_s`` (the
+    baseline/waiver gate), ``write_csv_s`` (rendering pdtp.csv, rendered before pdtp.json so that
+    its time is in it; every file is still rendered before any is written), ``startup_cpu_s``
+    (CPU seconds of the interpreter, imports and flag parsing before the command) and
+    ``cpu_s`` (the process's CPU seconds when pdtp.json is rendered: all but writing the files).
     """
     from mptool.inputs.signature import signature_block
-    from mptool.outputs.formats import OutputFile, jsonable, published, records_for_json, to_csv, write_files
+    from mptool.outputs.formats import OutputFile, jsonable, published, records_for_json, to_csv_utf8, write_files
 
     summary = {**result.summary, "spec": spec.model_dump(mode="json"), "out": str(out_dir), "records_file": "pdtp.csv"}
-    table = published(result.table, show_values).copy()
+    # the gate only adds columns: no deep copy of a big T's table (issue 28)
+    table = published(result.table, show_values).copy(deep=False)
+    t_gate = time.perf_counter()
     outcome = ci.apply_gate(table, summary, result.summary["threshold"], gate_inputs)
     if outcome is not None:
         summary["baseline"] = outcome.block
     t_csv = time.perf_counter()
-    records = to_csv(table).encode("utf-8")
+    records = to_csv_utf8(table)
     summary["timings"] = {**summary["timings"], "read_prepare_s": round(read_s, 4),
-                          "write_csv_s": round(time.perf_counter() - t_csv, 4)}
+                          "gate_s": round(t_csv - t_gate, 4), "write_csv_s": round(time.perf_counter() - t_csv, 4),
+                          "startup_cpu_s": round(startup_cpu_s, 4), "cpu_s": round(time.process_time(), 4)}
     doc = jsonable({"summary": summary, **({"records": records_for_json(table)} if json_records else {})})
     doc["summary"]["signature"] = signature_block(doc, None if json_records else records)  # a baseline's seal
     files = [OutputFile("pdtp.csv", "text", records), OutputFile("pdtp.json", "json", doc)]

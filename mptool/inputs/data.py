@@ -88,6 +88,8 @@ class Records:
     def take(self, idx: np.ndarray | list[int]) -> Records:
         """The records at positions ``idx`` (in that order)."""
         idx = np.asarray(idx, dtype=np.int64)
+        if len(idx) == self.n and bool((idx == np.arange(self.n)).all()):
+            return self  # every record in order (T = the population, all of T audited): nothing copied (issue 28)
         return replace(
             self,
             X=self.X.iloc[idx].reset_index(drop=True),
@@ -585,7 +587,15 @@ def _feature(name: str, s: pd.Series, spec: Spec, where: str) -> tuple[Column, p
     if numeric:
         return _numeric_column(name, s, where, why)
     has_missing = bool(s.isna().any())
-    text = s.astype(object).where(s.notna(), MISSING_CATEGORY).astype(str)
+    if s.dtype == _TEXT_DTYPE:  # text already: the same cells without a round trip through Python objects
+        text = s.where(s.notna(), MISSING_CATEGORY) if has_missing else s
+    elif s.dtype == np.bool_:  # "False"/"True" by index, as str() writes them (nothing is missing in a bool column)
+        import pyarrow as pa
+
+        cells = pa.array(["False", "True"], type=pa.large_string()).take(pa.array(s.to_numpy().astype(np.int8)))
+        text = pd.Series(pd.array(cells, dtype=str), index=s.index, name=s.name)
+    else:
+        text = s.astype(object).where(s.notna(), MISSING_CATEGORY).astype(str)
     cats = tuple(sorted(text.unique()))
     if len(cats) > MAX_CATEGORIES:
         raise InputError(
@@ -595,6 +605,9 @@ def _feature(name: str, s: pd.Series, spec: Spec, where: str) -> tuple[Column, p
         )
     return Column(name, "categorical", categories=cats, has_missing=has_missing, why=why), text
 
+
+#: pandas' text dtype (what ``astype(str)`` gives): a column of it is category text as it stands.
+_TEXT_DTYPE = pd.Series([], dtype=str).dtype
 
 #: A text column whose non-missing cells are numbers but for at most this many (or ``STRAY_SHARE`` of them)...
 STRAY_CELLS = 5
@@ -692,6 +705,10 @@ def _label(y: pd.Series, spec: Spec, where: str, notes: list[str]) -> np.ndarray
                 f"{where}: label '{ds.label}' looks continuous ({len(uniq)} distinct numeric values); "
                 "mptool audits classifiers: bin it with data.label_bins or choose a class column"
             )
+    if y.dtype == _TEXT_DTYPE:  # one str object per distinct label, shared (1.41 M labels: 11 MB, not 100 MB)
+        codes, distinct = pd.factorize(y, use_na_sentinel=True)
+        if len(codes) and codes.min() >= 0:
+            return np.asarray(distinct, dtype=object)[codes]
     return y.to_numpy()
 
 
@@ -737,7 +754,7 @@ def draw_training_set(population: Records, train_size: int | None, seed: int) ->
         rng = np.random.default_rng(seed)
         idx = np.sort(rng.choice(n, size=train_size, replace=False))
     T = population.take(idx)
-    labels, counts = np.unique(T.y.astype(str), return_counts=True)
+    labels, counts = label_counts(T.y)
     if len(labels) < 2:
         raise InputError(
             f"{population.source}: the training set has a single class ({ui.quoted(labels[0])}); "
@@ -751,6 +768,27 @@ def draw_training_set(population: Records, train_size: int | None, seed: int) ->
             "removing it empties the class"
         )
     return replace(T, notes=tuple(notes))
+
+
+def label_counts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(y.astype(str), return_counts=True)``: each label's text (sorted) and its count.
+
+    Text labels (every one a ``str``) are counted per distinct value (a hash factorisation), so
+    no label is converted: the same texts as numpy's (trailing NULs dropped) and the same counts
+    (issue 28). Other labels (numbers, mixed types, which a hash would merge: ``1`` and ``1.0``)
+    go to numpy.
+    """
+    arr = np.asarray(y)
+    codes, distinct = pd.factorize(arr, use_na_sentinel=False) if arr.dtype == object else (None, [])
+    values = list(np.asarray(distinct, dtype=object).tolist())
+    if codes is None or not all(type(v) is str for v in values):
+        return np.unique(arr.astype(str), return_counts=True)
+    tally: dict[str, int] = {}
+    for value, count in zip(values, np.bincount(codes, minlength=len(values)).tolist(), strict=True):
+        text = value.rstrip("\x00")
+        tally[text] = tally.get(text, 0) + count
+    labels = sorted(tally)
+    return np.asarray(labels, dtype=str), np.asarray([tally[t] for t in labels], dtype=np.int64)
 
 
 def read_rows_verbatim(

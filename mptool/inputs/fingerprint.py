@@ -92,6 +92,9 @@ def _cell_text(value: object, numeric: bool) -> str:
 
 def _column_codes(values: pd.Series | np.ndarray) -> tuple[np.ndarray, list[str]]:
     """(code per cell, canonical text per code) of one column (module docstring); each distinct value once."""
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.StringDtype):  # text: no Python str per cell
+        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        return np.asarray(codes, dtype=np.int64), [_cell_text(v, False) for v in uniques.tolist()]
     arr = np.asarray(values)
     numeric = arr.dtype.kind in "iuf"
     codes, uniques = pd.factorize(arr.astype(float) + 0.0 if numeric else arr, use_na_sentinel=False)  # -0.0 -> 0.0
@@ -106,7 +109,7 @@ def distinct_rows(records: Records) -> tuple[bytes, np.ndarray, list[bytes]]:
     """
     names = sorted(records.X.columns)
     header = "\x1f".join(["features", *names, "label", records.schema.label]).encode()
-    columns = [_column_codes(records.X[name].to_numpy()) for name in names]
+    columns = [_column_codes(records.X[name]) for name in names]
     columns.append(_column_codes(records.y))
     # the row's distinct id, one column at a time: (id so far) * (column's size) + code, renumbered by a hash
     # factorisation each step, so it stays below the row count (never overflows) and costs O(rows) per column

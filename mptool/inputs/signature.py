@@ -50,17 +50,18 @@ def canonical_doc(doc: dict[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
 
 
-def result_mac(key: FingerprintKey, doc: dict[str, Any], records: bytes | None) -> str:
+def result_mac(key: FingerprintKey, doc: dict[str, Any], records: bytes | bytearray | None) -> str:
     """HMAC-SHA-256 under ``key`` of the canonical document and the records file's bytes (each length-prefixed)."""
     body = canonical_doc(doc)
     mac = hmac.new(key.key, _DOMAIN + SCHEME.encode() + b"\0", hashlib.sha256)
     mac.update(len(body).to_bytes(8, "little") + body)
     if records is not None:
-        mac.update(b"records\0" + len(records).to_bytes(8, "little") + records)
+        mac.update(b"records\0" + len(records).to_bytes(8, "little"))
+        mac.update(records)  # not concatenated: a records file of a few hundred MB is not copied
     return mac.hexdigest()
 
 
-def signature_block(doc: dict[str, Any], records: bytes | None) -> dict[str, Any]:
+def signature_block(doc: dict[str, Any], records: bytes | bytearray | None) -> dict[str, Any]:
     """``summary.signature`` of a pdtp result: the MAC under ``MPTOOL_FINGERPRINT_KEY``, or null and a note.
 
     ``doc`` must be as it will be parsed back (plain JSON values: :func:`mptool.outputs.formats.jsonable`).

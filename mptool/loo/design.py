@@ -33,6 +33,25 @@ def class_index(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
     return codes
 
 
+def distinct_rows(codes: np.ndarray, y_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each distinct (codes row, class) pair, the pair index of every row).
+
+    The exact categorical naive Bayes quantities of a record (its two probability vectors, its
+    DTP bound) are functions of its codes and class alone, computed row by row, so the engine
+    computes them once per distinct pair and gathers them: the same numbers, bit for bit (the
+    1.41 M military records hold 1,646 distinct pairs, issue 28). The pair index is built one
+    column at a time and renumbered by a hash factorisation at each step, so it stays below the
+    row count (no overflow, O(rows) per column).
+    """
+    inverse = np.asarray(y_idx, dtype=np.int64)
+    for i in range(codes.shape[1]):
+        col = np.asarray(codes[:, i], dtype=np.int64)
+        k = int(col.max()) + 1 if col.size else 1
+        inverse = np.asarray(pd.factorize(inverse * k + col)[0], dtype=np.int64)
+    first = np.full(int(inverse.max()) + 1 if inverse.size else 0, -1, dtype=np.int64)
+    first[inverse[::-1]] = np.arange(len(inverse) - 1, -1, -1)
+    return first, inverse
+
 
 # --------------------------------------------------------------------------- fixed design
 

@@ -56,6 +56,7 @@ from mptool.loo.design import (
     build_design,
     class_index,
     design_parts,
+    distinct_rows,
     fixed_blocks,
     scale_of,
     scaler_kind,
@@ -459,15 +460,19 @@ class NaiveBayesEngine:
             counts = CategoricalCounts.from_codes(
                 codes, y_idx, C, np.asarray(cat_est.min_categories), smoothing_alpha(cat_est), cat_est.fit_prior
             )
+            codes, y_pos = codes[pos], y_idx[pos]
+            first, inverse = distinct_rows(codes, y_pos)  # once per distinct (x, y): the same numbers
+            weight = np.bincount(inverse, minlength=len(first))
             fulls, loos = [], []
-            for start in range(0, len(pos), BLOCK):
-                p = pos[start : start + BLOCK]
-                pf, pl = counts.loo_proba(codes[p], y_idx[p])
+            for start in range(0, len(first), BLOCK):
+                f = first[start : start + BLOCK]
+                pf, pl = counts.loo_proba(codes[f], y_pos[f])
                 fulls.append(pf)
                 loos.append(pl)
-                advance(len(p))
-            cat_p = (np.vstack(fulls), np.vstack(loos)) if fulls else (np.empty((0, C)),) * 2
-            return LooResult(p_full=cat_p[0], p_loo=cat_p[1], engine=self.name)
+                advance(int(weight[start : start + BLOCK].sum()))
+            if not fulls:
+                return LooResult(p_full=np.empty((0, C)), p_loo=np.empty((0, C)), engine=self.name)
+            return LooResult(p_full=np.vstack(fulls)[inverse], p_loo=np.vstack(loos)[inverse], engine=self.name)
         design = build_design(request.template, T.X)
         if isinstance(est, GaussianNB):
             p_loo = gaussian_loo(design, y_idx, C, pos, advance)
@@ -588,6 +593,8 @@ def _categorical_bound(request: LooRequest) -> np.ndarray:
     )
     a, cc = counts.alpha, counts.class_count
     pos = np.asarray(request.positions, dtype=np.int64)
+    first, inverse = distinct_rows(codes[pos], y_idx[pos])  # once per distinct (x, y), then gathered
+    pos = pos[first]
     y = y_idx[pos]
     nc = cc[y]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -601,7 +608,7 @@ def _categorical_bound(request: LooRequest) -> np.ndarray:
             lo += d if dom > 1 else own
     bound = np.maximum(np.maximum(hi, -lo), 0.0)
     others = (cc > 0).sum() - 1  # classes besides y_t that both models predict
-    return np.where(nc <= 1, np.inf, np.where(others > 0, bound, 0.0))
+    return np.where(nc <= 1, np.inf, np.where(others > 0, bound, 0.0))[inverse]
 
 
 def _linear_coef(F: np.ndarray, cc: np.ndarray, alpha: float, bern: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -37,18 +37,35 @@ records): the loss has Spearman 0.65 against PDTP, the confidence -0.62.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 from scipy.special import expit
-from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
-from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
 
 from mptool.loo.design import class_index
 
-#: Forests whose refits redraw every bootstrap (``confidence`` screen).
-FORESTS = (RandomForestClassifier, ExtraTreesClassifier)
+
+def _instance(est: Any, module: str, *names: str) -> bool:
+    """Whether ``est`` is one of scikit-learn's classes ``names`` of ``module``, without importing it.
+
+    A fitted estimator of such a class means the module is imported already; otherwise it is
+    not, and importing it only to answer no would cost every audit start-up time (issue 28).
+    """
+    mod = sys.modules.get(module)
+    return mod is not None and isinstance(est, tuple(getattr(mod, n) for n in names))
+
+
+def _forest(est: Any) -> bool:
+    """Forests whose refits redraw every bootstrap (``confidence`` screen)."""
+    return _instance(est, "sklearn.ensemble", "RandomForestClassifier", "ExtraTreesClassifier")
+
+
+def _mlp(est: Any) -> bool:
+    return _instance(est, "sklearn.neural_network", "MLPClassifier")
+
+
 #: Scores are rounded to this many decimals before ordering, so a last-bit difference in a
 #: prediction (BLAS threads) cannot change the order; ties go to the earlier position in T.
 ROUND_DECIMALS = 9
@@ -97,10 +114,10 @@ def _derivative(name: str, a: np.ndarray) -> np.ndarray:
     return np.ones_like(a)
 
 
-def _mlp_head(model: Any, X: Any) -> tuple[MLPClassifier, np.ndarray] | None:
+def _mlp_head(model: Any, X: Any) -> tuple[Any, np.ndarray] | None:
     """The fitted MLPClassifier of ``model`` and the last hidden layer's outputs on X with a 1 appended."""
     est = model.steps[-1][1] if isinstance(model, Pipeline) else model
-    if not isinstance(est, MLPClassifier):
+    if not _mlp(est):
         return None
     a = model[:-1].transform(X) if isinstance(model, Pipeline) else X
     a = np.asarray(a.toarray() if hasattr(a, "toarray") else a, dtype=float)
@@ -184,7 +201,7 @@ def mlp_gradient_score(model: Any, X: Any, y: np.ndarray) -> np.ndarray | None:
     layers is sum_l (||a_{l-1}||^2 + 1) * ||delta_l||^2.
     """
     est = model.steps[-1][1] if isinstance(model, Pipeline) else model
-    if not isinstance(est, MLPClassifier):
+    if not _mlp(est):
         return None
     a = model[:-1].transform(X) if isinstance(model, Pipeline) else X
     inputs = [np.asarray(a.toarray() if hasattr(a, "toarray") else a, dtype=float)]
@@ -215,7 +232,7 @@ def forest_spread_score(model: Any, X: Any, floor: float) -> np.ndarray | None:
     scale of PDTP that noise is largest where a class's probability is small.
     """
     est = model.steps[-1][1] if isinstance(model, Pipeline) else model
-    if not isinstance(est, FORESTS) or not getattr(est, "estimators_", None):
+    if not _forest(est) or not getattr(est, "estimators_", None):
         return None
     Xt = model[:-1].transform(X) if isinstance(model, Pipeline) else X
     total = total_sq = 0.0
@@ -240,7 +257,7 @@ def screen_scores(model: Any, X: Any, y: np.ndarray, p_full: np.ndarray, classes
     if got is not None:
         return got, "influence"
     est = model.steps[-1][1] if isinstance(model, Pipeline) else model
-    if isinstance(est, FORESTS):
+    if _forest(est):
         return confidence_score(p_full, floor), "confidence"
     return loss_score(p_full, class_index(y, classes)), "loss"
 

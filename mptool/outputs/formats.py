@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.outputs import results
-from mptool.outputs.csvtext import to_csv_text
+from mptool.outputs.csvtext import to_csv_bytes, to_csv_text
 from mptool.outputs.junit import GateCase, junit_xml
 
 #: Float format of per-record CSV files (12 significant digits: stable across platforms).
@@ -78,6 +78,11 @@ def to_json(obj: Any) -> str:
 def to_csv(frame: pd.DataFrame) -> str:
     """Per-record CSV text in mptool's float format (pandas' ``to_csv`` text, written column by column)."""
     return to_csv_text(frame, CSV_FLOAT_FORMAT)
+
+
+def to_csv_utf8(frame: pd.DataFrame) -> bytearray:
+    """:func:`to_csv` as its UTF-8 bytes, rendered straight into one buffer (the per-record files of a big T)."""
+    return to_csv_bytes(frame, CSV_FLOAT_FORMAT)
 
 
 def to_csv_exact(frame: pd.DataFrame) -> str:
@@ -122,8 +127,8 @@ def _junit(suite: JunitSuite) -> str:
     return junit_xml(suite.name, suite.cases, suite.seconds, suite.stdout)
 
 
-def _text(text: str | bytes) -> str | bytes:
-    if not isinstance(text, str | bytes):
+def _text(text: str | bytes | bytearray) -> str | bytes | bytearray:
+    if not isinstance(text, str | bytes | bytearray):
         raise TypeError(f"a text output needs str or bytes, got {type(text).__name__}")
     return text
 
@@ -147,7 +152,7 @@ class OutputFile:
     payload: Any
 
 
-def render(file: OutputFile) -> str | bytes:
+def render(file: OutputFile) -> str | bytes | bytearray:
     """The content of ``file`` in its format."""
     try:
         renderer = FORMATS[file.format]

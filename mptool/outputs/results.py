@@ -182,14 +182,14 @@ def no_space(folder: Path, what: str) -> NoSpaceError:
     )
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+def write_atomic(path: Path, data: str | bytes | bytearray) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same directory and an atomic rename.
 
     A full disk or quota (ENOSPC, EDQUOT) removes the temporary file, leaves ``path`` as it
     was and raises :class:`NoSpaceError` (exit 2) naming the folder.
     """
     path = Path(path)
-    mode = "wb" if isinstance(data, bytes) else "w"
+    mode = "wb" if isinstance(data, bytes | bytearray) else "w"
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:

@@ -7,6 +7,7 @@ The single place where probabilities are coarsened before any ratio is taken
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 #: Floor applied when binning is off (bin_size 0), so a log-ratio stays finite.
 PROB_FLOOR = 1e-12
@@ -65,6 +66,15 @@ def binned_bound(raw_bound: np.ndarray, bin_size: float) -> np.ndarray:
     cap = max_log_ratio(bin_size)
     if bin_size <= 0:
         return np.minimum(B, cap)
+    if B.size > 4096:  # elementwise: once per distinct value (bit pattern), then gathered (issue 28)
+        codes, distinct = pd.factorize(np.ascontiguousarray(B).reshape(-1).view(np.int64))
+        once = _binned(np.asarray(distinct, dtype=np.int64).view(np.float64), bin_size, cap)
+        return once[codes].reshape(B.shape)
+    return _binned(B, bin_size, cap)
+
+
+def _binned(B: np.ndarray, bin_size: float, cap: float) -> np.ndarray:
+    """:func:`binned_bound` of ``B`` (a float array) for a bin size > 0, value by value."""
     n_bins = int(np.ceil(np.round(1.0 / bin_size, 9)))
     k = np.unique(np.r_[np.arange(min(n_bins, _SCANNED_BINS)), n_bins - 1])
     top = np.minimum((k + 1) * bin_size, 1.0)
