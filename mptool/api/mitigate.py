@@ -378,8 +378,10 @@ def _dp_lacks(prep: Prepared, spec: Spec) -> int:
     return classes_t_lacks(template, prep.classes)
 
 
-def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: bool) -> tuple[str, int]:
-    """The plan printed before any work: settings x fits (release settings reuse the baseline's outputs)."""
+def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: bool,
+              options: MitigateOptions | None = None) -> tuple[str, int]:
+    """The plan printed before any work: settings x fits (release settings reuse the baseline's outputs) and,
+    with ``options``, the estimated time (:func:`mptool.api.costs.mitigate_seconds`: fits timed on T)."""
     fits = fit_count(prep, n_audited)
     trained = [s for s in settings if s.family != "release"]
     for s in trained:
@@ -389,6 +391,14 @@ def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: 
     line = (f"plan: {1 + len(settings) + int(removal)} settings on {n_audited} audited records of T "
             f"({n_release} release policies from the baseline's stored outputs, no refit; "
             f"{len(trained)} retrained) = {fits:,} model fits{extra}")
+    if options is not None:
+        from mptool.api.costs import duration, mitigate_seconds
+
+        lo, hi = mitigate_seconds(prep, [s.spec for s in trained], n_audited, options.jobs,
+                                  sample=options.sample is not None, removal_steps=removal_budget(options, prep.train.n)
+                                  if removal else 0, backend=options.backend)
+        span = duration(lo) if hi <= lo else f"{duration(lo)} to {duration(hi)}"
+        line += f"; about {span} on this machine as loaded now"
     return line, fits
 
 
@@ -513,7 +523,7 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
     removal = "removal" in options.defences and fit_count(prep, 2) == 1
     if "removal" in options.defences and not removal:
         notes.append("removal: skipped: no exact engine for this estimator (reduce-dtp would refit T per step)")
-    line, fits = plan_line(prep, settings, len(positions), removal)
+    line, fits = plan_line(prep, settings, len(positions), removal, options)
     on_line(line)
     t = time.perf_counter()
     base = train_and_loo(prep, positions, options, progress, "baseline")
