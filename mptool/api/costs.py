@@ -242,12 +242,14 @@ def pdtp_cost(
     template: Any, engine: Any, fit: FitTime, n_T: int, n_audited: int, jobs: int | None, *,
     exact: ExactTime | None = None, randomized: bool = False, auto: bool = True, read_s: float = 0.0,
     noise_floor: int | None = None, replicates: tuple[int, int] = (DEFAULT_MIN, DEFAULT_MAX),
-    backend: str = "loky",
+    backend: str = "loky", warm: bool = False,
 ) -> Cost:
     """The phases of ``mptool pdtp`` (:func:`mptool.api.pdtp.run_pdtp`) with their fits and wall seconds.
 
     ``jobs`` as ``--jobs`` gives it (None: every core, the refit engine choosing its workers).
+    ``warm``: the workers are running already (a later step of reduce-dtp): no start-up.
     """
+    start = not warm
     t_fit = fit.seconds
     phases = [Phase("start and reading the data", 0, read_s)] if read_s else []
     refits = isinstance(engine, RefitEngine) or isinstance(engine, ReplicateEngine)
@@ -261,20 +263,20 @@ def pdtp_cost(
         per = fit.at(n_T - 1)
         phases.append(Phase(
             f"replicates ({lo} to {hi} per record)", lo * (n_audited + 1),
-            parallel_seconds(lo * (n_audited + 1) * per, workers),
-            parallel_seconds(hi * (n_audited + 1) * per, workers)))
+            parallel_seconds(lo * (n_audited + 1) * per, workers, start),
+            parallel_seconds(hi * (n_audited + 1) * per, workers, start)))
         return Cost(phases)
     if exact is not None:
         workers = resolve_jobs(jobs)
-        loo = exact.setup + parallel_seconds(exact.per_record * n_audited, workers)
+        loo = exact.setup + parallel_seconds(exact.per_record * n_audited, workers, start)
         phases.append(Phase("closed-form leave-one-out", 0, loo))
         return Cost(phases)
     k, _ = noise_floor_records(template, noise_floor, n_audited)
     per = fit.at(n_T - 1)
     workers = choose_workers(jobs, backend, n_audited + k, t_fit)["workers"]
-    phases.append(Phase("refits without one record", n_audited, parallel_seconds(n_audited * per, workers)))
+    phases.append(Phase("refits without one record", n_audited, parallel_seconds(n_audited * per, workers, start)))
     if k:
-        phases.append(Phase("noise floor", k, parallel_seconds(k * per, workers)))
+        phases.append(Phase("noise floor", k, parallel_seconds(k * per, workers, False)))  # the same workers
     return Cost(phases)
 
 
@@ -300,8 +302,9 @@ def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | No
     """(low, high) wall seconds of ``mptool mitigate``'s trained settings: the baseline timed in full;
     each retrained setting priced by its own quick timing (1 s of fits, 0.5 s of leave-one-out) unless it
     is the baseline's estimator (then the baseline's cost); the confirming full audit when a sample is
-    audited with an exact engine; the removal family's reduce-dtp from one step (low) to
-    ``removal_steps`` (high), each a fit and a full leave-one-out of T."""
+    audited with an exact engine; the removal family's reduce-dtp: ``removal_steps`` steps (it runs to
+    its budget), each a fit and a full leave-one-out of T. Low and high are equal today (kept a pair
+    for the families whose cost depends on the data)."""
     from mptool.inputs.prepare import respecified
 
     T = prep.train
@@ -312,10 +315,10 @@ def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | No
             total += base
         else:
             total += train_cost(respecified(prep, spec), n_audited, jobs, backend, 1.0, 0.5)[0]
-    full = fit.seconds + (exact.setup + parallel_seconds(exact.per_record * T.n, resolve_jobs(jobs))
-                          if exact is not None else 0.0)
+    full = fit.seconds + (exact.setup + parallel_seconds(exact.per_record * T.n, resolve_jobs(jobs), False)
+                          if exact is not None else 0.0)  # the workers run already
     if sample and exact is not None and n_audited < T.n:
         total += full  # the recommended setting confirmed on all of T
     if removal_steps and exact is not None:
-        return total + full, total + removal_steps * full
+        total += removal_steps * full  # greedy reduce-dtp runs to its removal budget, a full recompute per step
     return total, total

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mptool.api.costs import Cost, ExactTime, FitTime, pdtp_cost, time_exact, time_fit, will_randomize
+from mptool.api.costs import ExactTime, FitTime, pdtp_cost, time_exact, time_fit, will_randomize
 from mptool.api.pdtp import PdtpOptions, select_positions
 from mptool.attacks import DEFAULT_SHADOW_POOL
 from mptool.attacks.plan import Needs, count_fits, resolve_candidates
@@ -79,11 +79,12 @@ def _commands(prep: Prepared, engine: Any, fit: FitTime, exact: ExactTime | None
     detail = f"{cost.describe()}; {n} records"
     out = [CommandPlan("pdtp", "replicates" if randomized else engine.name, cost.fits, cost.seconds, detail,
                        cost.seconds_high)]
-    step = Cost([p for p in pdtp_cost(prep.template, engine, fit, prep.train.n, prep.train.n, jobs, exact=exact,
-                                      auto=False, noise_floor=0).phases])
+    first, later = (pdtp_cost(prep.template, engine, fit, prep.train.n, prep.train.n, jobs, exact=exact, auto=False,
+                              noise_floor=0, warm=warm) for warm in (False, True))
     out.append(
         CommandPlan(
-            "reduce-dtp", engine.name, REDUCE_STEPS * step.fits, read_s + REDUCE_STEPS * step.seconds,
+            "reduce-dtp", engine.name, REDUCE_STEPS * first.fits,
+            read_s + first.seconds + (REDUCE_STEPS - 1) * later.seconds,
             f"at most {REDUCE_STEPS} removal steps (--max-removals), each a full PDTP of the records left",
         )
     )
