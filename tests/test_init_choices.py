@@ -85,17 +85,39 @@ def test_drop_flag_takes_names_and_comma_lists(tmp_path: Path) -> None:
     assert spec.data.drop == ["0", "1", "2", "3"]  # in the file's order; '2' the detected weight
 
 
-def test_missing_share_is_said_with_impute_when_large(tmp_path: Path) -> None:
-    res, spec = init(census_like(tmp_path / "c.csv"), "--label", "5")
-    lost = int(pd.read_csv(tmp_path / "c.csv")["4"].isna().sum())
-    assert f"missing: drop leaves out {lost} of 300 rows" in res.stderr
-    assert "data.missing: impute keeps them" in res.stderr
-    assert f"here {lost} of 300 rows" in res.stdout
-    res, _ = init(census_like(tmp_path / "d.csv", missing=0.05), "--label", "5")
-    assert "missing: drop leaves out" not in res.stderr  # 5 %: said in the spec's comment only
-    # dropping the column with the empty cells: nothing is lost
-    res, _ = init(census_like(tmp_path / "c.csv"), "--label", "5", "--drop", "4")
-    assert "leaves out" not in res.stderr and "rows (" not in res.stdout
+def test_many_empty_category_cells_choose_impute_with_a_note(tmp_path: Path) -> None:
+    path = census_like(tmp_path / "c.csv")
+    res, spec = init(path, "--label", "5")
+    lost = int(pd.read_csv(path)["4"].isna().sum())
+    assert spec.data.missing == "impute"  # every empty cell is in a category column: impute costs nothing
+    assert f"as {lost} of 300 rows" in res.stderr and "set missing: drop" in res.stderr
+    assert f"drop would leave out {lost} of 300 rows" in res.stdout
+    checked = run_cli("check", path, "--model", write(tmp_path, res.stdout), "--jobs", "1")
+    assert checked.code == 0 and "0 dropped for a missing cell" in checked.stdout, checked.stderr
+
+
+def test_many_empty_numbers_keep_drop_and_say_the_share(tmp_path: Path) -> None:
+    path = census_like(tmp_path / "c.csv", missing=0.0)
+    frame = pd.read_csv(path)
+    frame.loc[frame.index % 3 == 0, "3"] = np.nan  # a third of a numeric column empty
+    frame.to_csv(path, index=False)
+    res, spec = init(path, "--label", "5")
+    assert spec.data.missing == "drop"
+    assert "missing: drop leaves out 100 of 300 rows (33%)" in res.stderr and "data.missing: impute" in res.stderr
+    assert "here 100 of 300 rows" in res.stdout
+
+
+def test_few_empty_cells_or_their_column_dropped_say_nothing(tmp_path: Path) -> None:
+    res, spec = init(census_like(tmp_path / "d.csv", missing=0.05), "--label", "5")
+    assert "leaves out" not in res.stderr and spec.data.missing == "drop"  # 5 %: said in the spec's comment only
+    res, spec = init(census_like(tmp_path / "c.csv"), "--label", "5", "--drop", "4")
+    assert "leaves out" not in res.stderr and "rows (" not in res.stdout and spec.data.missing == "drop"
+
+
+def write(d: Path, text: str) -> Path:
+    path = d / "spec.yaml"
+    path.write_text(text)
+    return path
 
 
 def test_next_line_repeats_every_flag(tmp_path: Path) -> None:

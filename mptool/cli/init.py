@@ -41,8 +41,11 @@ def spec_text(path: Path, st) -> str:
         ]
     lines += [
         f"  missing_values: {v(st.missing_values)}   # cell texts read as missing",
-        "  missing: drop         # rows with a missing cell are left out (impute keeps them)"
-        + (f"; here {st.missing_rows} of {st.rows} rows ({st.missing_rows / st.rows:.0%})" if st.missing_rows else ""),
+        (f"  missing: impute       # rows with an empty cell are kept (drop would leave out {st.missing_rows} of "
+         f"{st.rows} rows, {st.missing_rows / st.rows:.0%})" if st.missing == "impute" else
+         "  missing: drop         # rows with a missing cell are left out (impute keeps them)"
+         + (f"; here {st.missing_rows} of {st.rows} rows ({st.missing_rows / st.rows:.0%})" if st.missing_rows
+            else "")),
         f"  drop: {v(st.drop)}",
         f"  categorical: {v(st.categorical)}   # numeric columns used as categories",
         f"  train_size: {v(st.train_size)}" + ("       # records drawn as T; null audits every row"

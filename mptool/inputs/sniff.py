@@ -235,6 +235,7 @@ class Starter:
     kinds: dict[str, str]
     notes: list[str]
     missing_rows: int = 0  # rows with a missing cell in a used column (missing: drop leaves them out)
+    missing: str = "drop"  # impute when many rows have an empty cell and every such cell is in a category column
 
 
 def weight_reason(name: str, values: pd.Series) -> str | None:
@@ -359,14 +360,22 @@ def starter(
     kept = [c for c in features if c not in drop]
     check_usable(label, y, kept)
     lost = int(df[kept + [label]].isna().any(axis=1).sum())
+    missing = "drop"
     if lost > MISSING_SHARE_NOTE * len(df):
         counts = df[kept].isna().sum()
         worst = counts[counts > 0].sort_values(ascending=False, kind="stable")
         most = ", ".join(f"'{ui.excerpt(c, 40)}' {int(k)}" for c, k in worst.head(3).items())
-        notes.append(f"missing: drop leaves out {lost} of {len(df)} rows ({lost / len(df):.0%}) with a missing cell "
-                     f"(most in {most or 'the label'}); data.missing: impute keeps them (an empty category becomes "
-                     "its own category, an empty number the median of T, which takes the refit engine for logistic "
-                     "regression), or drop those columns (--drop)")
+        share = f"{lost} of {len(df)} rows ({lost / len(df):.0%})"
+        if len(worst) and not any(numeric[c] for c in worst.index):
+            missing = "impute"
+            notes.append(f"data.missing: impute, as {share} have an empty cell, all in category columns (most in "
+                         f"{most}): each empty cell becomes its own category (the exact engines keep working); "
+                         "set missing: drop to leave those rows out instead")
+        else:
+            notes.append(f"missing: drop leaves out {share} with a missing cell (most in {most or 'the label'}); "
+                         "data.missing: impute keeps them (an empty category becomes its own category, an empty "
+                         "number the median of T, which takes the refit engine for logistic regression), or drop "
+                         "those columns (--drop)")
     mostly_categorical = sum(not numeric[c] for c in kept) >= len(kept) / 2
     if mostly_categorical:
         estimator, params = "categorical_nb", {"alpha": 1.0}
@@ -383,4 +392,4 @@ def starter(
     kinds = {c: kinds[c] for c in features if c in kinds}  # in the file's column order
     drop = [c for c in features if c in drop]
     return Starter(label, why, sniffed.read, sniffed.missing_values, drop, categorical, bins, estimator, params,
-                   None if n <= 2000 else 1000, n, kinds, notes, lost)
+                   None if n <= 2000 else 1000, n, kinds, notes, lost, missing)
