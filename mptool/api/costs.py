@@ -268,7 +268,8 @@ def pdtp_cost(
         return Cost(phases)
     if exact is not None:
         workers = resolve_jobs(jobs)
-        loo = exact.setup + parallel_seconds(exact.per_record * n_audited, workers, start)
+        alone = exact.per_record * n_audited
+        loo = exact.setup + min(alone, parallel_seconds(alone, workers, start))  # small work stays in this process
         phases.append(Phase("closed-form leave-one-out", 0, loo))
         return Cost(phases)
     k, _ = noise_floor_records(template, noise_floor, n_audited)
@@ -280,11 +281,11 @@ def pdtp_cost(
     return Cost(phases)
 
 
-def train_cost(prep: Any, n_audited: int, jobs: int | None, backend: str = "loky",
-               fit_budget: float = FIT_BUDGET_S, exact_budget: float = EXACT_BUDGET_S) -> tuple[float, ExactTime | None,
-                                                                                            FitTime]:
-    """Wall seconds of one trained configuration of ``mptool mitigate`` (A(T) and the leave-one-out of
-    ``n_audited`` records, :func:`mptool.api.mitigate.train_and_loo`), its exact timing and fit timing."""
+def train_cost(prep: Any, n_audited: int, jobs: int | None, backend: str = "loky", fit_budget: float = FIT_BUDGET_S,
+               exact_budget: float = EXACT_BUDGET_S) -> tuple[float, float, int, ExactTime | None, FitTime]:
+    """One trained configuration of ``mptool mitigate`` (A(T) and the leave-one-out of ``n_audited`` records,
+    :func:`mptool.api.mitigate.train_and_loo`): seconds of A(T) and the set-up, seconds of the leave-one-out
+    in one process, the workers that share it, the exact timing (None: refits) and the fit timing."""
     from mptool.loo import select_engine
 
     T, seed = prep.train, prep.spec.seed
@@ -292,33 +293,38 @@ def train_cost(prep: Any, n_audited: int, jobs: int | None, backend: str = "loky
     fit = time_fit(prep.template, T, seed, prep.classes, fit_budget)
     if isinstance(engine, RefitEngine):
         workers = choose_workers(jobs, backend, n_audited, fit.seconds)["workers"]
-        return fit.seconds + parallel_seconds(n_audited * fit.at(T.n - 1), workers), None, fit
+        return fit.seconds, n_audited * fit.at(T.n - 1), workers, None, fit
     exact = time_exact(engine, prep.spec, prep.template, fit, prep.classes, T.n, seed, exact_budget)
-    return fit.seconds + exact.setup + parallel_seconds(exact.per_record * n_audited, resolve_jobs(jobs)), exact, fit
+    return fit.seconds + exact.setup, exact.per_record * n_audited, resolve_jobs(jobs), exact, fit
 
 
 def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | None, *, sample: bool,
                      removal_steps: int, backend: str = "loky") -> tuple[float, float]:
-    """(low, high) wall seconds of ``mptool mitigate``'s trained settings: the baseline timed in full;
-    each retrained setting priced by its own quick timing (1 s of fits, 0.5 s of leave-one-out) unless it
-    is the baseline's estimator (then the baseline's cost); the confirming full audit when a sample is
-    audited with an exact engine; the removal family's reduce-dtp: ``removal_steps`` steps (it runs to
-    its budget), each a fit and a full leave-one-out of T. Low and high are equal today (kept a pair
-    for the families whose cost depends on the data)."""
+    """(low, high) wall seconds of ``mptool mitigate``: its start and reading (:func:`process_age`), the
+    baseline timed in full, each retrained setting priced by its own quick timing (1 s of fits, 0.5 s of
+    leave-one-out) unless it is the baseline's estimator (then the baseline's cost), the workers started
+    once; the removal family's reduce-dtp, ``removal_steps`` steps (it runs to its budget), each a fit and
+    a full leave-one-out of T; and, in the high end only, the full audit that confirms a recommendation
+    made on a sample (it runs only when a setting passes on the sample)."""
     from mptool.inputs.prepare import respecified
 
+    def shared(alone: float, workers: int, exact: bool, start: bool) -> float:
+        """An exact engine's small work stays in this process (one batch): the smaller of the two."""
+        spread = parallel_seconds(alone, workers, start)
+        return min(alone, spread) if exact else spread
+
     T = prep.train
-    base, exact, fit = train_cost(prep, n_audited, jobs, backend)
-    total = base
+    fixed, alone, workers, exact, fit = train_cost(prep, n_audited, jobs, backend)
+    total = process_age() + fixed + shared(alone, workers, exact is not None, True)
     for spec in specs:
         if spec.model.estimator == prep.spec.model.estimator:
-            total += base
+            total += fixed + shared(alone, workers, exact is not None, False)
         else:
-            total += train_cost(respecified(prep, spec), n_audited, jobs, backend, 1.0, 0.5)[0]
-    full = fit.seconds + (exact.setup + parallel_seconds(exact.per_record * T.n, resolve_jobs(jobs), False)
+            f, a, w, e, _ = train_cost(respecified(prep, spec), n_audited, jobs, backend, 1.0, 0.5)
+            total += f + shared(a, w, e is not None, False)
+    full = fit.seconds + (exact.setup + shared(exact.per_record * T.n, resolve_jobs(jobs), True, False)
                           if exact is not None else 0.0)  # the workers run already
-    if sample and exact is not None and n_audited < T.n:
-        total += full  # the recommended setting confirmed on all of T
     if removal_steps and exact is not None:
         total += removal_steps * full  # greedy reduce-dtp runs to its removal budget, a full recompute per step
-    return total, total
+    confirm = full if sample and exact is not None and n_audited < T.n else 0.0
+    return total, total + confirm
