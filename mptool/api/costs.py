@@ -189,10 +189,31 @@ def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: 
 
 @dataclass(frozen=True)
 class ExactTime:
-    """An exact engine's leave-one-out at |T|: set-up seconds and seconds per record (one process)."""
+    """An exact engine's leave-one-out at |T|: set-up seconds, seconds per record (one process) and the
+    records per task it hands to workers (0: it runs in this process whatever --jobs says)."""
 
     setup: float
     per_record: float
+    batch: int = 0
+
+    def seconds(self, n_audited: int, jobs: int | None, start: bool = True) -> float:
+        """Wall seconds of the leave-one-out of ``n_audited`` records: in this process when it is one task."""
+        alone = self.per_record * n_audited
+        tasks = 1 if self.batch <= 0 else -(-n_audited // self.batch)
+        return self.setup + (alone if tasks <= 1 else parallel_seconds(alone, resolve_jobs(jobs), start))
+
+
+def newton_batch(model: Any, n: int) -> int:
+    """Records per task of the exact Newton engine (:meth:`mptool.loo.newton.FullOptimum.batch_size`) from
+    A(T)'s coefficients: n records, m score rows, D design columns with the intercept; 0 for another model."""
+    from mptool.loo.newton import BATCH_FLOATS
+
+    est = model.steps[-1][1] if hasattr(model, "steps") else model
+    coef = getattr(est, "coef_", None)
+    if coef is None:
+        return 0
+    m, D = int(coef.shape[0]), int(coef.shape[1]) + 1
+    return int(max(1, min(256, BATCH_FLOATS // (n * m), BATCH_FLOATS // (m * D * m * (D + 3)))))
 
 
 def _run_exact(engine: Any, spec: Any, template: Any, T: Records, model: Any, classes: np.ndarray,
@@ -223,7 +244,8 @@ def time_exact(engine: Any, spec: Any, template: Any, fit: FitTime, classes: np.
         else:
             per = t2 / k2
     scale = n / T.n
-    return ExactTime(setup * scale ** fit.exponent, per * scale)
+    batch = newton_batch(model, n) if getattr(engine, "name", "") == "exact-newton-logistic" else 0
+    return ExactTime(setup * scale ** fit.exponent, per * scale, batch)
 
 
 def _randomness_fits(template: Any) -> int:
@@ -267,10 +289,7 @@ def pdtp_cost(
             parallel_seconds(hi * (n_audited + 1) * per, workers, start)))
         return Cost(phases)
     if exact is not None:
-        workers = resolve_jobs(jobs)
-        alone = exact.per_record * n_audited
-        loo = exact.setup + min(alone, parallel_seconds(alone, workers, start))  # small work stays in this process
-        phases.append(Phase("closed-form leave-one-out", 0, loo))
+        phases.append(Phase("closed-form leave-one-out", 0, exact.seconds(n_audited, jobs, start)))
         return Cost(phases)
     k, _ = noise_floor_records(template, noise_floor, n_audited)
     per = fit.at(n_T - 1)
@@ -308,22 +327,22 @@ def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | No
     made on a sample (it runs only when a setting passes on the sample)."""
     from mptool.inputs.prepare import respecified
 
-    def shared(alone: float, workers: int, exact: bool, start: bool) -> float:
-        """An exact engine's small work stays in this process (one batch): the smaller of the two."""
-        spread = parallel_seconds(alone, workers, start)
-        return min(alone, spread) if exact else spread
-
     T = prep.train
     fixed, alone, workers, exact, fit = train_cost(prep, n_audited, jobs, backend)
-    total = process_age() + fixed + shared(alone, workers, exact is not None, True)
+
+    def loo(alone: float, workers: int, exact: ExactTime | None, start: bool) -> float:
+        if exact is not None:  # ExactTime.seconds without its set-up (in ``fixed``)
+            return exact.seconds(n_audited, jobs, start) - exact.setup
+        return parallel_seconds(alone, workers, start)
+
+    total = process_age() + fixed + loo(alone, workers, exact, True)
     for spec in specs:
         if spec.model.estimator == prep.spec.model.estimator:
-            total += fixed + shared(alone, workers, exact is not None, False)
+            total += fixed + loo(alone, workers, exact, False)
         else:
             f, a, w, e, _ = train_cost(respecified(prep, spec), n_audited, jobs, backend, 1.0, 0.5)
-            total += f + shared(a, w, e is not None, False)
-    full = fit.seconds + (exact.setup + shared(exact.per_record * T.n, resolve_jobs(jobs), True, False)
-                          if exact is not None else 0.0)  # the workers run already
+            total += f + loo(a, w, e, False)
+    full = fit.seconds + (exact.seconds(T.n, jobs, False) if exact is not None else 0.0)  # the workers run already
     if removal_steps and exact is not None:
         total += removal_steps * full  # greedy reduce-dtp runs to its removal budget, a full recompute per step
     confirm = full if sample and exact is not None and n_audited < T.n else 0.0
