@@ -14,7 +14,7 @@ measured, not assumed:
   linearly under-estimated digits and breast_cancer 3-10x).
 
 Times are wall seconds measured on this machine now, so they carry its load; parallel work is
-divided as :func:`shared_seconds` says (the workers' start, then the work over the workers).
+divided as :func:`mptool.runtime.parallel.parallel_seconds` says (worker start, cores over load).
 Every phase a run goes through is a :class:`Phase` with its fit count and seconds: the start
 (the command's own start-up, which ``pdtp`` pays too) and reading the data, the randomness check
 with its A(T) (refit engine under ``--engine auto``), A(T), the leave-one-out (refits, an exact
@@ -200,19 +200,7 @@ class ExactTime:
         """Wall seconds of the leave-one-out of ``n_audited`` records: in this process when it is one task."""
         alone = self.per_record * n_audited
         tasks = 1 if self.batch <= 0 else -(-n_audited // self.batch)
-        return self.setup + (alone if tasks <= 1 else shared_seconds(alone, resolve_jobs(jobs), start))
-
-
-def shared_seconds(alone: float, workers: int, start: bool = True) -> float:
-    """Wall seconds of work timed at ``alone`` seconds in one process on this machine now, shared by
-    ``workers`` processes: their start (:data:`~mptool.runtime.parallel.WORKER_START_S`, longer under load)
-    and the work over min(workers, cores). The timing already ran at this process's share of a loaded
-    machine; the scheduler gives each worker such a share, so the work divides by the workers (digits:
-    the model of "cores over the load" over-estimated a 2-worker leave-one-out 3x at load 8)."""
-    if workers <= 1:
-        return alone
-    start_s = parallel_seconds(0.0, workers, True) if start else 0.0
-    return start_s + alone / max(1, min(workers, os.cpu_count() or 1))
+        return self.setup + (alone if tasks <= 1 else parallel_seconds(alone, resolve_jobs(jobs), start))
 
 
 def newton_batch(model: Any, n: int) -> int:
@@ -297,8 +285,8 @@ def pdtp_cost(
         per = fit.at(n_T - 1)
         phases.append(Phase(
             f"replicates ({lo} to {hi} per record)", lo * (n_audited + 1),
-            shared_seconds(lo * (n_audited + 1) * per, workers, start),
-            shared_seconds(hi * (n_audited + 1) * per, workers, start)))
+            parallel_seconds(lo * (n_audited + 1) * per, workers, start),
+            parallel_seconds(hi * (n_audited + 1) * per, workers, start)))
         return Cost(phases)
     if exact is not None:
         phases.append(Phase("closed-form leave-one-out", 0, exact.seconds(n_audited, jobs, start)))
@@ -306,9 +294,9 @@ def pdtp_cost(
     k, _ = noise_floor_records(template, noise_floor, n_audited)
     per = fit.at(n_T - 1)
     workers = choose_workers(jobs, backend, n_audited + k, t_fit)["workers"]
-    phases.append(Phase("refits without one record", n_audited, shared_seconds(n_audited * per, workers, start)))
+    phases.append(Phase("refits without one record", n_audited, parallel_seconds(n_audited * per, workers, start)))
     if k:
-        phases.append(Phase("noise floor", k, shared_seconds(k * per, workers, False)))  # the same workers
+        phases.append(Phase("noise floor", k, parallel_seconds(k * per, workers, False)))  # the same workers
     return Cost(phases)
 
 
@@ -345,7 +333,7 @@ def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | No
     def loo(alone: float, workers: int, exact: ExactTime | None, start: bool) -> float:
         if exact is not None:  # ExactTime.seconds without its set-up (in ``fixed``)
             return exact.seconds(n_audited, jobs, start) - exact.setup
-        return shared_seconds(alone, workers, start)
+        return parallel_seconds(alone, workers, start)
 
     total = process_age() + fixed + loo(alone, workers, exact, True)
     for spec in specs:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mptool.api.costs import ExactTime, FitTime, pdtp_cost, shared_seconds, time_exact, time_fit, will_randomize
+from mptool.api.costs import ExactTime, FitTime, pdtp_cost, time_exact, time_fit, will_randomize
 from mptool.api.pdtp import PdtpOptions, select_positions
 from mptool.attacks import DEFAULT_SHADOW_POOL
 from mptool.attacks.plan import Needs, count_fits, resolve_candidates
@@ -28,7 +28,7 @@ from mptool.inputs.spec import Spec
 from mptool.loo import RefitEngine, check_before_work, engine_reasons, select_engine
 from mptool.privacy.release import gate_policy, measured_note
 from mptool.privacy.stability import stability_bound
-from mptool.runtime.parallel import resolve_jobs
+from mptool.runtime.parallel import parallel_seconds, resolve_jobs
 
 #: ``mptool attack``'s default options (every attack, a shadow pool of DEFAULT_SHADOW_POOL): the attack estimate.
 ATTACK_DEFAULTS = AttackOptions(shadow_pool=DEFAULT_SHADOW_POOL, auto_pool=True, candidates=None)
@@ -107,7 +107,7 @@ def attack_plan(prep: Prepared, engine: str, exact: bool, fit: FitTime, jobs: in
     needs = Needs(evidence=True, general=False, synthetic=False, untargeted=True, pdtp=True, refit_pdtp=not exact)
     fits = sum(count_fits(a, needs).values())
     return CommandPlan(
-        "attack", engine, fits, shared_seconds(fits * fit.at(size), resolve_jobs(jobs)),
+        "attack", engine, fits, parallel_seconds(fits * fit.at(size), resolve_jobs(jobs)),
         f"default options: {a.iterations} iterations, {a.targets} targets, a pool of {a.shadow_pool} shadow "
         f"models, training sets of {size} records (the attack prints its own plan line)",
     )
