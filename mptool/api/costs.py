@@ -318,14 +318,15 @@ def train_cost(prep: Any, n_audited: int, jobs: int | None, backend: str = "loky
 
 
 def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | None, *, sample: bool,
-                     removal_steps: int, backend: str = "loky") -> tuple[float, float]:
+                     removal_steps: int, backend: str = "loky", scored: int = 0) -> tuple[float, float]:
     """(low, high) wall seconds of ``mptool mitigate``: its start and reading (:func:`process_age`), the
     baseline timed in full, each retrained setting priced by its own quick timing (1 s of fits, 0.5 s of
     leave-one-out) unless it is the baseline's estimator (then the baseline's cost), the workers started
     once; the removal family's reduce-dtp, ``removal_steps`` steps (it runs to its budget), each a fit and
     a full leave-one-out of T; and, in the high end only, the full audits that confirm a recommendation
     made on a sample (they run only when a setting passes on the sample; one per candidate until one
-    passes: adult-lr --sample 100 confirmed two)."""
+    passes: adult-lr --sample 100 confirmed two). ``scored``: settings whose utility is measured on the
+    rows outside T (one prediction of those rows each, timed once)."""
     from mptool.inputs.prepare import respecified
 
     T = prep.train
@@ -346,6 +347,10 @@ def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | No
     full = fit.seconds + (exact.seconds(T.n, jobs, False) if exact is not None else 0.0)  # the workers run already
     if removal_steps and exact is not None:
         total += removal_steps * full  # greedy reduce-dtp runs to its removal budget, a full recompute per step
+    if scored:  # each scored setting predicts the rows outside T (utility): timed once on every usable row
+        t0 = time.perf_counter()
+        fit.model.predict_proba(prep.population.X)
+        total += scored * (time.perf_counter() - t0) * max(prep.population.n - T.n, 0) / max(prep.population.n, 1)
     confirms = 1 + len(specs)  # a candidate that fails its full audit hands over to the next (at most all)
     confirm = full * confirms if sample and exact is not None and n_audited < T.n else 0.0
     return total, total + confirm

@@ -396,7 +396,7 @@ def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: 
 
         lo, hi = mitigate_seconds(prep, [s.spec for s in trained], n_audited, options.jobs,
                                   sample=options.sample is not None, removal_steps=removal_budget(options, prep.train.n)
-                                  if removal else 0, backend=options.backend)
+                                  if removal else 0, backend=options.backend, scored=1 + len(settings))
         span = duration(lo) if hi <= lo else f"{duration(lo)} to {duration(hi)}"
         line += f"; about {span} on this machine as loaded now"
     return line, fits
