@@ -425,7 +425,8 @@ def table_columns(rows: list[dict]) -> list[str]:
 
 def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: bool,
               options: MitigateOptions | None = None) -> tuple[str, int]:
-    """The plan printed before any work: settings x fits (release settings reuse the baseline's outputs)."""
+    """The plan printed before any work: settings x fits (release settings reuse the baseline's outputs) and,
+    with ``options``, the estimated time (:func:`mptool.api.costs.mitigate_seconds`: fits timed on T)."""
     fits = fit_count(prep, n_audited)
     trained = [s for s in settings if s.family != "release"]
     for s in trained:
@@ -435,11 +436,22 @@ def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: 
     line = (f"plan: {1 + len(settings) + int(removal)} settings on {n_audited} audited records of T "
             f"({n_release} release policies from the baseline's stored outputs, no refit; "
             f"{len(trained)} retrained) = {fits:,} model fits{extra}")
+    reps = (1, 1)
     if randomized.is_randomized(prep):  # the count above is one paired refit per record; say what runs instead
-        lo, hi = randomized.parse_replicates((options or MitigateOptions()).replicates)
+        reps = randomized.parse_replicates((options or MitigateOptions()).replicates)
+        lo, hi = reps
         line = (f"{line}; training is randomized ({prep.randomness.sources}): each trained setting is audited "
                 f"with {lo}-{hi} replicates per record instead, {lo * (n_audited + 1):,} to "
                 f"{hi * (n_audited + 1):,} fits each")
+    if options is not None:
+        from mptool.api.costs import duration, mitigate_seconds
+
+        lo, hi = mitigate_seconds(prep, [s.spec for s in trained], n_audited, options.jobs,
+                                  sample=options.sample is not None, removal_steps=removal_budget(options, prep.train.n)
+                                  if removal else 0, backend=options.backend, scored=1 + len(settings))
+        lo, hi = lo * reps[0], hi * reps[1]  # replicates: that many fits per record and setting (roughly)
+        span = duration(lo) if hi <= lo else f"{duration(lo)} to {duration(hi)}"
+        line += f"; about {span} on this machine as loaded now"
     return line, fits
 
 

@@ -15,19 +15,9 @@ from mptool.runtime.errors import EXIT_OK
 CHECK_EPILOG = "Exit codes: 0 = the spec and data are usable (the plan is printed); 2 = bad input (one error line)."
 
 
-def _duration(seconds: float) -> str:
-    """A rough duration: 0.4 s, 12 s, 3.5 min, 2.1 h."""
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 600:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def print_plan(plan, jobs: int) -> None:
     """The plan as plain lines (data-derived names escaped)."""
+    from mptool.api.costs import duration
     from mptool.inputs.spec import yaml_value
 
     p = plan.prep
@@ -63,10 +53,15 @@ def print_plan(plan, jobs: int) -> None:
         echo(ui.safe_line(RANDOMNESS_TEXT.replace("Randomness detection: where the engine is refit, ",
                                                   "randomness: not checked by this dry run; "), None))
     echo(ui.safe_line(f"DTP upper bound: {plan.bound}", None))
-    echo(f"timing: one fit of A(T) takes about {plan.fit_seconds:.3f} s ({plan.timed_fits} fit(s) timed on a subset "
-         f"of T, scaled to |T|); rough estimates for --jobs {jobs}:")
+    sizes = ", ".join(f"{n:,}" for n, _ in plan.timed_sizes)
+    last = plan.timed_sizes[-1][0] if plan.timed_sizes else 0
+    how = "measured on all of T" if last == T.n else f"extrapolated from the largest ({last:,} records)"
+    echo(f"timing: one fit of A(T) takes about {duration(plan.fit_seconds)} (fits timed on {sizes} records of T, "
+         f"{how}); estimates for --jobs {jobs} on this machine as loaded now:")
     for c in plan.commands:
-        echo(f"  {c.command:<10}  engine {c.engine}, {c.fits:,} fit(s), about {_duration(c.seconds)}: {c.detail}")
+        span = duration(c.seconds) if c.seconds_high is None else (
+            f"{duration(c.seconds)} to {duration(c.seconds_high)}")
+        echo(f"  {c.command:<10}  engine {c.engine}, {c.fits:,} fit(s), about {span}: {c.detail}")
 
 
 @app.command(epilog=CHECK_EPILOG)
@@ -89,6 +84,7 @@ def check(
     engine and why the others refuse, the DTP upper bound that applies, and for each command
     the number of model fits and an estimated time from timing a few fits. Writes nothing.
     """
+    from mptool.api.costs import process_age
     from mptool.api.plan import check_plan
     from mptool.inputs.spec import load_spec
     from mptool.runtime.parallel import resolve_jobs
@@ -96,8 +92,8 @@ def check(
     flags.check_run_flags(jobs=jobs, scheduler=None, seed=seed, bin_size=None, allow_import=allow_import)
     flags.check_pdtp_flags(threshold=1.0, train_size=train_size, sample=sample)
     spec = load_spec(model, {"data.train_size": train_size, "seed": seed})
-    plan = check_plan(data, spec, engine, tuple(allow_import or ()), resolve_jobs(jobs or None),
-                      parse_rows(records), sample)
+    plan = check_plan(data, spec, engine, tuple(allow_import or ()), jobs or None, parse_rows(records), sample,
+                      process_age())
     for note in plan.notes:
         ui.warn(note)
     print_plan(plan, resolve_jobs(jobs or None))

@@ -41,7 +41,11 @@ def spec_text(path: Path, st) -> str:
         ]
     lines += [
         f"  missing_values: {v(st.missing_values)}   # cell texts read as missing",
-        "  missing: drop         # rows with a missing cell are left out (impute keeps them)",
+        (f"  missing: impute       # rows with an empty cell are kept (drop would leave out {st.missing_rows} of "
+         f"{st.rows} rows, {st.missing_rows / st.rows:.0%})" if st.missing == "impute" else
+         "  missing: drop         # rows with a missing cell are left out (impute keeps them)"
+         + (f"; here {st.missing_rows} of {st.rows} rows ({st.missing_rows / st.rows:.0%})" if st.missing_rows
+            else "")),
         f"  drop: {v(st.drop)}",
         f"  categorical: {v(st.categorical)}   # numeric columns used as categories",
         f"  train_size: {v(st.train_size)}" + ("       # records drawn as T; null audits every row"
@@ -72,6 +76,21 @@ def _header_flag(value: str | None) -> bool | None:
     return choice
 
 
+def _drop_flag(values: list[str]) -> list[str]:
+    """``--drop`` values as column names: each value a name, or names separated by commas (empty names refused).
+
+    A value is split at commas; a column whose name holds a comma is named in the spec's
+    data.drop instead.
+    """
+    names = []
+    for value in values:
+        parts = [p.strip() for p in value.split(",")]
+        if not all(parts):
+            raise InputError(f"--drop {ui.quoted(ui.excerpt(value, 40))}: give column names separated by commas")
+        names += parts
+    return names
+
+
 @app.command(epilog=INIT_EPILOG)
 def init(
     data: Annotated[Path, typer.Argument(help="Dataset (CSV, CSV.gz or Parquet).")],
@@ -80,13 +99,22 @@ def init(
         str | None, typer.Option(help="Whether the first line holds the column names: true or false (guessed "
                                       "when not given).")
     ] = None,
+    drop: Annotated[
+        list[str] | None, typer.Option(help="Columns left out of the model: COL or COL,COL (repeatable).")
+    ] = None,
+    weights: Annotated[
+        str | None, typer.Option(help="The sample-weight column (kept out of the features; the spec has no "
+                                      "weighted fit, so it stays dropped).")
+    ] = None,
 ) -> int:
     """Print a commented starter spec for DATA: mptool init data.csv --label y > spec.yaml
 
     Detects how the file is read (separator, header row, encoding, decimal mark, spaces after
     separators, missing-value markers; --header true|false says whether the first line holds
     the column names), guesses the label (--label, a column named label,
-    class, target, income, y or outcome, else the last column), and chooses an estimator
+    class, target, income, y or outcome, else the last column), drops the --drop columns and
+    any column that looks like a sample weight (by name, e.g. fnlwgt, or by its values; --weights
+    names it), says how many rows missing: drop would leave out, and chooses an estimator
     with an exact leave-one-out engine: categorical_nb for mostly categorical data (numeric
     columns as categories or cut at quantile edges), logistic_regression otherwise. The spec
     goes to stdout, notes and the next commands to stderr. Writes no file.
@@ -94,7 +122,8 @@ def init(
     from mptool.inputs.sniff import starter
     from mptool.inputs.spec import parse_spec, read_yaml
 
-    st = starter(data, label, _header_flag(header))
+    dropped = _drop_flag(drop or [])
+    st = starter(data, label, _header_flag(header), dropped, weights)
     text = spec_text(data, st)
     parse_spec(read_yaml(text, "the starter spec"), "the starter spec")  # what init prints must load
     sys.stdout.write(text)
@@ -102,8 +131,8 @@ def init(
     for note in st.notes:
         ui.info(f"note: {note}")
     arg = shlex.quote(str(data))  # the commands are copied into a shell: a name like 'x.csv; rm ...' stays one word
-    flags = "".join(f" --{name} {shlex.quote(value)}" for name, value in (("label", label), ("header", header))
-                    if value is not None)
+    given = [("label", label), ("header", header), *(("drop", d) for d in drop or []), ("weights", weights)]
+    flags = "".join(f" --{name} {shlex.quote(value)}" for name, value in given if value is not None)
     ui.info(f"next: mptool init {arg}{flags} > spec.yaml (review it), then mptool check {arg} --model spec.yaml, "
             f"then mptool pdtp {arg} --model spec.yaml")
     return EXIT_OK

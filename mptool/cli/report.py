@@ -83,9 +83,9 @@ def report(
     inputs = load_results(results_dir, top, show_values=show_values)
     for path in [] if to_stdout else paths.values():
         check_output_file(path, force, "--out", input_files(inputs))
-    if inputs.missing:
+    if inputs.missing and not quiet:  # --quiet: errors only (a CI log need not list absent attack files)
         ui.warn(f"not in {results_dir}: {', '.join(inputs.missing)}; the report leaves out what needs them")
-    for note in inputs.notes:
+    for note in [] if quiet else inputs.notes:  # the report's notice box says them too
         ui.warn(note)
     texts = render(inputs, format, top, quiet, show_values=show_values)
     if show_values and inputs.features is not None:
@@ -148,6 +148,6 @@ def _history_report(
     inputs = [("a run's result file", run.path) for run in hist.runs]
     for path in [] if to_stdout else paths.values():
         check_output_file(path, force, "--out", inputs)
-    for note in hist.notes:
+    for note in [] if quiet else hist.notes:  # --quiet: errors only; the report lists them too
         ui.warn(note)
     return _emit(render_history(hist, fmt, top), paths, to_stdout, "history report", quiet)

@@ -44,6 +44,11 @@ ALWAYS_MISSING = ("?",)
 FEW_VALUES = 20
 #: Quantile edges given to other numeric columns under categorical_nb.
 QUANTILES = (0.2, 0.4, 0.6, 0.8)
+#: Column names (lower case, letters only) taken as a sample weight; any name holding "wgt" is one too.
+WEIGHT_NAMES = ("weight", "weights", "wt", "sampleweight", "instanceweight", "finalweight", "surveyweight",
+                "personweight", "designweight", "weighting")
+#: ``missing: drop`` leaving out more than this share of the rows gets a note with the ``impute`` alternative.
+MISSING_SHARE_NOTE = 0.10
 
 
 @dataclass
@@ -229,6 +234,44 @@ class Starter:
     rows: int
     kinds: dict[str, str]
     notes: list[str]
+    missing_rows: int = 0  # rows with a missing cell in a used column (missing: drop leaves them out)
+    missing: str = "drop"  # impute when many rows have an empty cell and every such cell is in a category column
+
+
+def weight_reason(name: str, values: pd.Series) -> str | None:
+    """Why a column looks like a sample weight (a survey's design weight, not a feature), or None.
+
+    By name (:data:`WEIGHT_NAMES`, or "wgt" in it: ``fnlwgt``, ``PWGTP``), or by its values:
+    numbers, all positive, mostly not whole (>= 90 %), many distinct (>= 10 % of the rows) and
+    with a heavy right tail (skewness >= 1 and largest >= 5 x the median) -- the shape of a
+    census ``instance weight`` column read without a header.
+    """
+    letters = re.sub(r"[^a-z]", "", name.lower())
+    if "wgt" in letters or letters in WEIGHT_NAMES or letters.endswith(("sampleweight", "instanceweight")):
+        return "by its name"
+    if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return None
+    x = values.dropna().to_numpy(dtype=float)
+    if len(x) < 20 or x.min() <= 0:
+        return None
+    median = float(np.median(x))
+    whole = float(np.mean(np.mod(x, 1.0) == 0))
+    if whole > 0.1 or len(np.unique(x)) < 0.1 * len(x) or x.max() < 5 * median:
+        return None
+    skew = float(pd.Series(x).skew())
+    return "by its values: positive, not whole numbers, a heavy right tail" if skew >= 1 else None
+
+
+def _named_columns(flag: str, names: list[str], columns: list[str], label: str) -> list[str]:
+    """The columns ``--drop``/``--weights`` name (each a column of the file, not the label); InputError otherwise."""
+    for name in names:
+        if name not in columns:
+            known = ui.listing(columns, 10, quote=False)
+            raise InputError(f"{flag} '{ui.excerpt(name)}' is not a column of the file (columns: {known})")
+        if name == label:
+            raise InputError(f"{flag} '{ui.excerpt(name)}' is the label column; pass --label with another column "
+                             "or name a feature")
+    return list(dict.fromkeys(names))
 
 
 def _edges(values: pd.Series) -> list[float]:
@@ -259,21 +302,52 @@ def check_usable(label: str, y: pd.Series, kept: list[str]) -> None:
                          "is none): nothing to train on")
 
 
-def starter(path: Path, label: str | None, header: bool | None = None) -> Starter:
+def starter(
+    path: Path, label: str | None, header: bool | None = None, drop: list[str] | None = None,
+    weights: str | None = None,
+) -> Starter:
     """Read ``path`` with the guessed options (``header``: as ``init --header`` says) and choose the label,
-    column kinds and an estimator."""
+    column kinds and an estimator.
+
+    ``drop`` (``init --drop``) columns are left out; a column that looks like a sample weight
+    (:func:`weight_reason`) is left out with a note. ``weights`` (``init --weights``) names the
+    sample-weight column: the spec has no sample-weight field (every fit, A(T) and each
+    leave-one-out, is unweighted), so it stays dropped, and a note says so.
+    """
     sniffed = sniff_read(path, header)
     df = read_csv(path, sniffed.missing_values, ReadSpec(**sniffed.read) if sniffed.read else None)
     columns = [str(c) for c in df.columns]
+    df.columns = columns
     label, why = guess_label(columns, label)
     notes = list(sniffed.notes)
     y = df[label]
     if pd.api.types.is_numeric_dtype(y) and y.nunique() > MAX_LABEL_VALUES:
         notes.append(f"label '{label}' has {y.nunique()} distinct numbers: pass --label with a class column")
+    given = _named_columns("--drop", list(drop or []), columns, label)
+    weight_col = _named_columns("--weights", [weights], columns, label)[0] if weights is not None else None
     drop, categorical, bins, kinds = [], [], {}, {}
+    for c in given:
+        drop.append(c)
+        kinds[c] = "dropped: --drop"
+    if weight_col is not None and weight_col not in drop:
+        drop.append(weight_col)
+        kinds[weight_col] = "dropped: the sample weight (--weights)"
+    if weight_col is not None:
+        notes.append(f"--weights '{weight_col}': the spec has no sample-weight field (mptool audits unweighted fits: "
+                     f"A(T) and every leave-one-out refit weigh each record once), so '{weight_col}' stays in "
+                     "data.drop; the PDTP reported is of the unweighted model")
     features = [c for c in columns if c != label]
     numeric = {c: pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in features}
     for c in features:
+        if c in drop:
+            continue
+        if weight_col is None and (reason := weight_reason(c, df[c])) is not None:
+            drop.append(c)
+            kinds[c] = f"dropped: looks like a sample weight ({reason})"
+            notes.append(f"column '{c}' looks like a sample weight ({reason}): dropped (data.drop), as mptool audits "
+                         "unweighted fits; if it is a feature, take it out of data.drop (or pass --weights COL to "
+                         "name the weight column yourself)")
+            continue
         distinct = df[c].nunique()
         if not numeric[c] and (stray := stray_text(df[c])) is not None:
             notes.append(f"column '{c}' holds numbers except {stray[0]} text cell(s): mptool check refuses it until "
@@ -285,6 +359,23 @@ def starter(path: Path, label: str | None, header: bool | None = None) -> Starte
             kinds[c] = f"numbers, {distinct} values" if numeric[c] else f"categories, {distinct} values"
     kept = [c for c in features if c not in drop]
     check_usable(label, y, kept)
+    lost = int(df[kept + [label]].isna().any(axis=1).sum())
+    missing = "drop"
+    if lost > MISSING_SHARE_NOTE * len(df):
+        counts = df[kept].isna().sum()
+        worst = counts[counts > 0].sort_values(ascending=False, kind="stable")
+        most = ", ".join(f"'{ui.excerpt(c, 40)}' {int(k)}" for c, k in worst.head(3).items())
+        share = f"{lost} of {len(df)} rows ({lost / len(df):.0%})"
+        if len(worst) and not any(numeric[c] for c in worst.index):
+            missing = "impute"
+            notes.append(f"data.missing: impute, as {share} have an empty cell, all in category columns (most in "
+                         f"{most}): each empty cell becomes its own category (the exact engines keep working); "
+                         "set missing: drop to leave those rows out instead")
+        else:
+            notes.append(f"missing: drop leaves out {share} with a missing cell (most in {most or 'the label'}); "
+                         "data.missing: impute keeps them (an empty category becomes its own category, an empty "
+                         "number the median of T, which takes the refit engine for logistic regression), or drop "
+                         "those columns (--drop)")
     mostly_categorical = sum(not numeric[c] for c in kept) >= len(kept) / 2
     if mostly_categorical:
         estimator, params = "categorical_nb", {"alpha": 1.0}
@@ -298,5 +389,7 @@ def starter(path: Path, label: str | None, header: bool | None = None) -> Starte
     else:
         estimator, params = "logistic_regression", {"C": 1.0, "max_iter": 1000}
     n = len(df)
+    kinds = {c: kinds[c] for c in features if c in kinds}  # in the file's column order
+    drop = [c for c in features if c in drop]
     return Starter(label, why, sniffed.read, sniffed.missing_values, drop, categorical, bins, estimator, params,
-                   None if n <= 2000 else 1000, n, kinds, notes)
+                   None if n <= 2000 else 1000, n, kinds, notes, lost, missing)

@@ -69,6 +69,23 @@ def resolve_jobs(jobs: int | None) -> int:
 WORKER_START_S = 3.0
 
 
+def _busy() -> float:
+    """The load average per core, at least 1 (how much slower work runs than on an idle machine)."""
+    cores = os.cpu_count() or 1
+    return max(1.0, (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0) / cores)
+
+
+def parallel_seconds(alone: float, workers: int, start: bool = True) -> float:
+    """Wall seconds of work that takes ``alone`` seconds in one process, shared by ``workers`` processes:
+    starting them (:data:`WORKER_START_S`, more on a loaded machine; left out when ``start`` is False) and
+    the work divided by the cores it gets (at most the cores over the load per core)."""
+    if workers <= 1:
+        return alone
+    busy = _busy()
+    cores = os.cpu_count() or 1
+    return (WORKER_START_S * busy if start else 0.0) + alone / max(1.0, min(workers, cores) / busy)
+
+
 def choose_workers(jobs: int | None, backend: str, fits: int, fit_s: float) -> dict[str, Any]:
     """How many workers run ``fits`` model fits of about ``fit_s`` seconds each (issue 28).
 
@@ -86,10 +103,8 @@ def choose_workers(jobs: int | None, backend: str, fits: int, fit_s: float) -> d
         return {**out, "why": "--jobs as given"}
     if backend != "loky" or requested <= 1:
         return {**out, "why": f"every worker of the {backend} backend"}
-    cores = os.cpu_count() or 1
-    busy = max(1.0, (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0) / cores)  # load per core
     alone = fits * fit_s
-    spread = WORKER_START_S * busy + alone / max(1.0, min(requested, cores) / busy)
+    spread = parallel_seconds(alone, requested, start=True)
     if alone <= spread:
         return {**out, "workers": 1, "why": f"in this process: about {alone:.1f} s of fits, less than starting "
                 f"{requested} workers and sharing the fits ({spread:.1f} s)"}

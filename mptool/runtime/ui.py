@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -179,9 +180,15 @@ def warn(message: str) -> None:
     print(error_line(message, "warning"), file=sys.stderr)
 
 
+#: Seconds after a phase starts by which its first progress line is printed (a log line at each 10 % may
+#: come later: digits' leave-one-out printed its first after 44.5 s).
+FIRST_LINE_S = 5.0
+
+
 @contextmanager
 def progress(total: int, description: str, quiet: bool = False) -> Iterator[Callable[[int], None]]:
-    """Yield ``advance(n)``; shows a bar on a terminal, log lines otherwise, nothing when quiet."""
+    """Yield ``advance(n)``; shows a bar on a terminal, log lines otherwise (one at each 10 %, and one
+    after :data:`FIRST_LINE_S` seconds when none came by then), nothing when quiet."""
     if quiet or total <= 0:
         yield lambda n: None
         return
@@ -209,21 +216,40 @@ def progress(total: int, description: str, quiet: bool = False) -> Iterator[Call
             yield lambda n: bar.advance(task, n)
         return
     start = time.monotonic()
-    state = {"done": 0, "next": 0.1}
+    state = {"done": 0, "next": 0.1, "lines": 0}
+    lock = threading.Lock()
+    out = sys.stderr  # the stream at the start (a test's capture stays the target of the timer's line)
+
+    def first_line() -> None:
+        """The phase's first line when no 10 % step has printed one within FIRST_LINE_S seconds."""
+        with lock:
+            if state["lines"] == 0 and state["done"] < total:
+                state["lines"] += 1
+                print(f"[mptool] {description}: {state['done']}/{total} ({state['done'] / total:.0%}), "
+                      f"{time.monotonic() - start:.1f}s elapsed, running", file=out, flush=True)
+
+    timer = threading.Timer(FIRST_LINE_S, first_line)
+    timer.daemon = True
+    timer.start()
 
     def advance(n: int) -> None:
-        state["done"] += n
-        frac = state["done"] / total
-        if frac >= state["next"] or state["done"] == total:
-            elapsed = time.monotonic() - start
-            eta = elapsed / frac - elapsed if frac > 0 else 0.0
-            print(
-                f"[mptool] {description}: {state['done']}/{total} ({frac:.0%}), "
-                f"{elapsed:.1f}s elapsed, ETA {eta:.1f}s",
-                file=sys.stderr,
-                flush=True,
-            )
-            while state["next"] <= frac:
-                state["next"] += 0.1
+        with lock:
+            state["done"] += n
+            frac = state["done"] / total
+            if frac >= state["next"] or state["done"] == total:
+                elapsed = time.monotonic() - start
+                eta = elapsed / frac - elapsed if frac > 0 else 0.0
+                state["lines"] += 1
+                print(
+                    f"[mptool] {description}: {state['done']}/{total} ({frac:.0%}), "
+                    f"{elapsed:.1f}s elapsed, ETA {eta:.1f}s",
+                    file=out,
+                    flush=True,
+                )
+                while state["next"] <= frac:
+                    state["next"] += 0.1
 
-    yield advance
+    try:
+        yield advance
+    finally:
+        timer.cancel()

@@ -178,14 +178,27 @@ def build_context(history: History, top: int) -> dict[str, Any]:
     }
 
 
+def trend_labels(started: list[str], folders: list[str]) -> list[str]:
+    """Distinct x labels of the trend plot: the start to the minute (2026-11-23 12:05), to the second when two
+    runs share a minute, with the run's index (#3) when two share a second; the folder name for a run
+    without a start time."""
+    def stamps(width: int) -> list[str]:
+        return [ui.excerpt(s[:width].replace("T", " ") if s != "—" else r, 24)
+                for s, r in zip(started, folders, strict=True)]
+
+    labels = stamps(16)
+    if len(set(labels)) < len(labels):
+        labels = stamps(19)
+    if len(set(labels)) < len(labels):
+        labels = [f"#{i + 1} {label}" for i, label in enumerate(labels)]
+    return labels
+
+
 def trend_svg(runs: pd.DataFrame) -> str:
     """The trend plot of :func:`run_rows` (see :func:`mptool.outputs.report.plots.trend_plot`)."""
     from mptool.outputs.report import plots
 
-    labels = [
-        ui.excerpt(s[:16].replace("T", " ") if s != "—" else r, 24)  # 2026-11-23 12:05, else the folder name
-        for s, r in zip(runs["started"], runs["run"], strict=True)
-    ]
+    labels = trend_labels(runs["started"].tolist(), runs["run"].tolist())
     return plots.trend_plot(labels, runs["max"].to_numpy(float), runs["mean"].to_numpy(float),
                             runs["violations"].to_numpy(int), float(runs["threshold"].iloc[-1]))
 

@@ -244,6 +244,17 @@ def trend_plot(
 _FAMILY_MARKERS = {"baseline": "s", "release": "o", "regularise": "^", "removal": "D", "dp": "P"}
 
 
+def padded_limits(x: np.ndarray, y: np.ndarray, target: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Axis limits of :func:`tradeoff_plot` that keep every point (and the recommended point's ring, 160 pt^2)
+    off the frame: x padded by 8 % of its range (at least 0.01), y from 0 to 15 % above the highest of the
+    points and the target."""
+    fx, fy = x[np.isfinite(x)], y[np.isfinite(y)]
+    lo, hi = (float(fx.min()), float(fx.max())) if fx.size else (0.0, 1.0)
+    pad = max(0.08 * (hi - lo), 0.01)
+    top = max(float(fy.max()) if fy.size else 0.0, float(target))
+    return (lo - pad, hi + pad), (0.0, top * 1.15 if top > 0 else 1.0)
+
+
 def tradeoff_plot(
     accuracy: Sequence[float],
     max_pdtp: Sequence[float],
@@ -281,13 +292,17 @@ def tradeoff_plot(
         order = np.argsort(x[on])
         ax.plot(x[on][order], y[on][order], color=GREY, linewidth=1.0, linestyle=":", label="Pareto front")
         ax.axhline(target, color=RED, linestyle="--", linewidth=1.2, label=f"target {target:g} (DTP-1 at 1)")
+        (x_lo, x_hi), (_, y_hi) = padded_limits(x, y, target)
+        ax.set_xlim(x_lo, x_hi)
+        ax.set_ylim(0, y_hi)
         if recommended in settings:
             i = list(settings).index(recommended)
-            ax.scatter([x[i]], [y[i]], s=160, facecolors="none", edgecolors=GREEN, linewidths=2, zorder=3)
-            ax.annotate(f"recommended: {recommended}", (x[i], y[i]), xytext=(-12, 12), textcoords="offset points",
-                        color=GREEN, ha="right")
+            ax.scatter([x[i]], [y[i]], s=160, facecolors="none", edgecolors=GREEN, linewidths=2, zorder=3,
+                       clip_on=False)
+            left = np.isfinite(x[i]) and x[i] < (x_lo + x_hi) / 2  # the label runs into the plot, not off it
+            ax.annotate(f"recommended: {recommended}", (x[i], y[i]), xytext=(14 if left else -14, 12),
+                        textcoords="offset points", color=GREEN, ha="left" if left else "right")
         ax.set_xlabel("accuracy on rows outside T")
         ax.set_ylabel("max PDTP")
-        ax.set_ylim(bottom=0)
         ax.legend(frameon=False, loc="best", fontsize=8)
         return _to_svg(fig)

@@ -1,0 +1,122 @@
+"""Issue 30 item 3: the estimates' structure (every phase counted), not wall times.
+
+``mptool check --sample 100`` says 100 refits plus the extra fits (A(T), the randomness check,
+the noise floor); replicates are counted from the first look to the last; an exact engine is one
+fit and its leave-one-out; a progress line comes within ``FIRST_LINE_S`` of a phase's start.
+Timings come from a hand-made :class:`FitTime` (no fit is timed) except one ``check`` on 60 rows.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from conftest import run_cli, write_spec
+
+from mptool.api.costs import ExactTime, FitTime, pdtp_cost, subset
+from mptool.inputs.prepare import prepare
+from mptool.inputs.spec import parse_spec
+from mptool.loo import EXACT_ENGINES, RefitEngine
+from mptool.loo.replicates import ReplicateEngine
+from mptool.runtime import ui
+
+
+def fit_time(seconds: float = 1.0, n: int = 60) -> FitTime:
+    """A FitTime measured at |T| = n (exponent 1): one fit takes ``seconds``."""
+    return FitTime(seconds, ((n, seconds),), 1.0, None, None)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def tree_prep(tmp_path_factory: pytest.TempPathFactory):
+    from conftest import mixed_frame
+
+    d = tmp_path_factory.mktemp("est")
+    csv = d / "m.csv"
+    mixed_frame(200).to_csv(csv, index=False)
+    spec = parse_spec({"data": {"label": "label"},
+                       "model": {"estimator": "random_forest", "params": {"n_estimators": 3}}, "seed": 0})
+    return prepare(csv, spec), csv
+
+
+def test_sample_of_100_is_100_refits_plus_the_extra_fits(tree_prep) -> None:
+    prep, _ = tree_prep
+    cost = pdtp_cost(prep.template, RefitEngine(), fit_time(1.0, prep.train.n), prep.train.n, 100, 1)
+    by_name = {p.name: p for p in cost.phases}
+    assert by_name["refits without one record"].fits == 100
+    assert by_name["A(T)"].fits == 1
+    assert by_name["noise floor"].fits == 20  # a forest's fit may depend on the row order: 20 records
+    check = by_name["randomness check"].fits
+    assert 3 <= check <= 5  # A(T) for the check, a repeat, another seed, one or two row orders
+    assert cost.fits == 100 + 1 + 20 + check
+    n = prep.train.n  # --jobs 1: in turn; a fit of T 1 s, a refit of |T| - 1 records (n - 1) / n s (exponent 1)
+    assert cost.seconds == pytest.approx(check + 1 + 120 * (n - 1) / n, rel=1e-9)  # float sums: relative 1e-9
+    assert "refits without one record 100 fit(s)" in cost.describe()
+
+
+def test_replicates_are_counted_from_the_first_look_to_the_last(tree_prep) -> None:
+    prep, _ = tree_prep
+    cost = pdtp_cost(prep.template, ReplicateEngine(), fit_time(1.0, prep.train.n), prep.train.n, 10, 1,
+                     randomized=True, replicates=(4, 32))
+    rep = next(p for p in cost.phases if p.name.startswith("replicates"))
+    assert rep.fits == 4 * (10 + 1)  # 4 replicates of A(T) and of A(T minus t) per record
+    n = prep.train.n
+    assert rep.seconds_high == pytest.approx(32 * 11 * (n - 1) / n, rel=1e-9)  # float products: relative 1e-9
+    assert cost.seconds_high is not None and cost.seconds_high > cost.seconds
+
+
+def test_exact_engine_is_one_fit_and_its_leave_one_out(tree_prep) -> None:
+    prep, _ = tree_prep
+    exact = ExactTime(setup=2.0, per_record=0.5)
+    cost = pdtp_cost(prep.template, EXACT_ENGINES[0], fit_time(), 60, 60, 1, exact=exact, read_s=1.5)
+    assert [p.name for p in cost.phases] == ["start and reading the data", "A(T)", "closed-form leave-one-out"]
+    assert cost.fits == 1
+    assert cost.seconds == pytest.approx(1.5 + 1.0 + 2.0 + 0.5 * 60, rel=1e-9)  # float sums: relative 1e-9
+
+
+def test_timing_subsets_hold_every_class(tree_prep) -> None:
+    prep, _ = tree_prep
+    sub = subset(prep.train, 10, 0, prep.classes)
+    assert set(np.asarray(sub.y).tolist()) == set(np.asarray(prep.train.y).tolist())
+    assert subset(prep.train, 10, 0, prep.classes).rows.tolist() == sub.rows.tolist()  # seeded
+
+
+def test_check_prints_the_phases_of_a_sampled_refit_run(tmp_path) -> None:
+    from conftest import mixed_frame
+
+    csv = tmp_path / "m.csv"
+    mixed_frame(40).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "decision_tree")
+    res = run_cli("check", csv, "--model", spec, "--sample", "12", "--jobs", "1")
+    assert res.code == 0, res.stderr
+    line = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith("pdtp "))
+    assert "refits without one record 12 fit(s)" in line or "replicates (4 to 32 per record) 52 fit(s)" in line
+    assert "randomness check" in line and "A(T) 1 fit(s)" in line
+    assert "timing: one fit of A(T)" in res.stdout and "records of T" in res.stdout
+
+
+def test_a_long_phase_prints_its_first_line_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list = []
+
+    class NowTimer:  # the timer fires at once: what FIRST_LINE_S seconds later looks like, without a sleep
+        def __init__(self, delay: float, fn) -> None:
+            assert delay == ui.FIRST_LINE_S <= 5.0
+            self.fn, self.daemon = fn, False
+
+        def start(self) -> None:
+            started.append(self)
+            self.fn()
+
+        def cancel(self) -> None:
+            pass
+
+    monkeypatch.setattr(ui.threading, "Timer", NowTimer)
+    err = io.StringIO()
+    monkeypatch.setattr(ui.sys, "stderr", err)
+    with ui.progress(1000, "leave-one-out (exact)") as advance:
+        advance(1)  # 0.1 %: no 10 % step yet
+    lines = err.getvalue().splitlines()
+    assert started and lines[0].startswith("[mptool] leave-one-out (exact): 0/1000 (0%)") and "running" in lines[0]
+    with ui.progress(10, "quick", quiet=True) as advance:  # --quiet: nothing
+        advance(10)
+    assert len(err.getvalue().splitlines()) == len(lines)
