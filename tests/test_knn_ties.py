@@ -180,18 +180,9 @@ def test_exact_engine_equals_refit_bit_for_bit(tmp_path: Path, onehot: bool, mod
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=False,
-        protocol="tcp",
-        host="127.0.0.1",
-        dashboard_address=None,
-        silence_logs=40,
-    ) as c:
-        yield c
+def cluster(local_cluster):
+    """conftest's two-worker Dask cluster (in this process, over TCP)."""
+    return local_cluster
 
 
 def test_pdtp_csv_identical_across_engines_jobs_and_backends(tmp_path: Path, cluster) -> None:
