@@ -111,6 +111,32 @@ GRANTS = Path("/work/shared/datasets/grants.csv.gz")
 
 
 @pytest.fixture(scope="session")
+def local_cluster() -> Iterator[Any]:
+    """A Dask cluster of two single-threaded workers on 127.0.0.1, shared by the session's tests.
+
+    The workers run in this process (quick to start), still reached over TCP as a remote cluster
+    would be. The scheduler's Active Memory Manager is off: its ReduceReplicas policy drops the
+    broadcast copies of scattered data to one every 2 s, so on a slow (loaded) run a worker fetched
+    the data a second time from its peer, and how often depended on timing. Dropping and re-fetching
+    is Dask's own business; ``test_dask_cluster`` runs mptool against a scheduler with its defaults.
+    """
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
+        with distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=False,
+            protocol="tcp",
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=40,
+        ) as cluster:
+            yield cluster
+
+
+@pytest.fixture(scope="session")
 def grants_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """700 Grants rows, their 300 most frequent binary columns, duplicates dropped (memoriser tests)."""
     if not GRANTS.exists():

@@ -395,12 +395,14 @@ def run_gate(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=900)
 
 
-def test_ci_gate_script_writes_the_step_summary_outputs_and_junit(tmp_path: Path) -> None:
+def test_ci_gate_script_writes_the_step_summary_outputs_and_junit(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("MPTOOL_FINGERPRINT_KEY")  # the runs' key comes from MPTOOL_KEY_INPUT alone
     frame().to_csv(tmp_path / "d.csv", index=False)
     write_spec(tmp_path / "s.yaml", "categorical_nb")
     step, outputs = tmp_path / "summary.md", tmp_path / "outputs.txt"
     env = {"MPTOOL_DATA": "d.csv", "MPTOOL_SPEC": "s.yaml", "MPTOOL_THRESHOLD": "0.9",
-           "GITHUB_STEP_SUMMARY": str(step), "GITHUB_OUTPUT": str(outputs), "MPTOOL_OUT": "first"}
+           "GITHUB_STEP_SUMMARY": str(step), "GITHUB_OUTPUT": str(outputs), "MPTOOL_OUT": "first",
+           "MPTOOL_KEY_INPUT": "s3cret"}  # the script passes it on as MPTOOL_FINGERPRINT_KEY (checked below)
     first = run_gate(tmp_path, **env)
     assert first.returncode == 1, first.stderr
     assert step.read_text().startswith("## :red_circle: DTP-1 VIOLATED")
@@ -418,9 +420,7 @@ def test_ci_gate_script_writes_the_step_summary_outputs_and_junit(tmp_path: Path
     assert missing.returncode == 2 and "MPTOOL_DATA" in missing.stderr
     bad = run_gate(tmp_path, **{**env, "MPTOOL_OUT": "third", "MPTOOL_SPEC": "nope.yaml"})
     assert bad.returncode == 2 and "did not finish (exit code 2)" in step.read_text()
-    keyed = run_gate(tmp_path, **{**env, "MPTOOL_OUT": "fourth", "MPTOOL_KEY_INPUT": "s3cret"})
-    assert keyed.returncode == 1
-    ident = json.loads((tmp_path / "fourth" / "pdtp.json").read_text())["summary"]["identity"]["fingerprint"]
+    ident = json.loads((tmp_path / "first" / "pdtp.json").read_text())["summary"]["identity"]["fingerprint"]
     assert ident["key"] == "env"
 
 

@@ -19,18 +19,9 @@ distributed = pytest.importorskip("distributed")
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """Two single-threaded workers on 127.0.0.1 (in this process: quick to start, still over TCP)."""
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=False,
-        protocol="tcp",
-        host="127.0.0.1",
-        dashboard_address=None,
-        silence_logs=40,
-    ) as c:
-        yield c
+def cluster(local_cluster):
+    """Two single-threaded workers on 127.0.0.1 (conftest's ``local_cluster``: in this process, over TCP)."""
+    return local_cluster
 
 
 @pytest.fixture(scope="module")

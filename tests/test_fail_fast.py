@@ -43,6 +43,19 @@ def deep_tree(tmp_path: Path) -> Path:
     return write_spec(tmp_path / "dt.yaml", "decision_tree", model={"params": {"max_depth": 8}})
 
 
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame, dict]:
+    """The deep tree's complete audit (risk order, --jobs 1) on the same data, run once for the module:
+    its folder, table and summary (the reference the --fail-fast and --order runs are compared with)."""
+    d = tmp_path_factory.mktemp("fail-fast-full")
+    path = d / "d.csv"
+    mixed_frame(N, seed=3).to_csv(path, index=False)
+    spec = write_spec(d / "dt.yaml", "decision_tree", model={"params": {"max_depth": 8}})
+    res, table, summary = pdtp(path, spec, d / "all")
+    assert res.code == 1, res.stderr
+    return d / "all", table, summary
+
+
 #: The stump's records stay below this threshold (its max PDTP on the data is about 1.1).
 PASS = "2"
 
@@ -82,7 +95,7 @@ def independent_pdtp(data: Path, spec: Path, row: int) -> float:
 
 
 def test_fail_fast_stops_at_a_true_violator_and_says_the_result_is_incomplete(
-    tmp_path: Path, data: Path, deep_tree: Path
+    tmp_path: Path, data: Path, deep_tree: Path, full_run
 ) -> None:
     res, table, summary = pdtp(data, deep_tree, tmp_path / "ff", "--fail-fast")
     assert res.code == 1, res.stderr
@@ -100,13 +113,15 @@ def test_fail_fast_stops_at_a_true_violator_and_says_the_result_is_incomplete(
     assert table.loc[table["violation"], "row"].tolist() == [stopped["row"]]
     assert independent_pdtp(data, deep_tree, stopped["row"]) > 1.0
     # the other records reported are exactly those the screen put before it, all confirmed non-violators
-    _, full, _ = pdtp(data, deep_tree, tmp_path / "all")
+    _, full, _ = full_run
     merged = table.merge(full, on="row", suffixes=("", "_full"))
     assert np.array_equal(merged["pdtp"], merged["pdtp_full"]), "a stopped run's values are the full run's"
 
 
-def test_fail_fast_in_row_order_stops_at_the_first_violator_in_t(tmp_path: Path, data: Path, deep_tree: Path) -> None:
-    _, full, _ = pdtp(data, deep_tree, tmp_path / "all")
+def test_fail_fast_in_row_order_stops_at_the_first_violator_in_t(
+    tmp_path: Path, data: Path, deep_tree: Path, full_run
+) -> None:
+    _, full, _ = full_run
     res, table, summary = pdtp(data, deep_tree, tmp_path / "ff", "--fail-fast", "--order", "row")
     assert res.code == 1 and summary["order"] == "row"
     prep = prepare(data, load_spec(deep_tree))
@@ -153,10 +168,10 @@ def test_fail_fast_on_a_passing_model_refits_every_record(tmp_path: Path, data: 
     assert summary["max"] <= float(PASS)
 
 
-def test_risk_order_is_byte_identical_to_row_order(tmp_path: Path, data: Path, deep_tree: Path) -> None:
-    _, _, risk = pdtp(data, deep_tree, tmp_path / "risk")
+def test_risk_order_is_byte_identical_to_row_order(tmp_path: Path, data: Path, deep_tree: Path, full_run) -> None:
+    risk_out, _, risk = full_run
     _, _, row = pdtp(data, deep_tree, tmp_path / "row", "--order", "row")
-    assert (tmp_path / "risk" / "pdtp.csv").read_bytes() == (tmp_path / "row" / "pdtp.csv").read_bytes()
+    assert (risk_out / "pdtp.csv").read_bytes() == (tmp_path / "row" / "pdtp.csv").read_bytes()
     assert risk["order"] == "loss" and row["order"] == "row" and risk["complete"] is True
 
 
