@@ -101,11 +101,10 @@ def test_dask_ships_shared_data_once_per_worker(cluster) -> None:
         copies: dict[str, set[int]] = {}
         for worker, copy, _ in got:
             copies.setdefault(worker, set()).add(copy)
-        # Shipped once per worker, not per task: a worker may also be handed a second copy when the
-        # scheduler moves the scattered key between workers under load (seen: {2} and {3, 4} for 24
-        # tasks on 2 workers), so the bound is 2 per worker, far below one per task (24 or 96).
-        assert all(len(c) <= 2 for c in copies.values()), (n_tasks, copies)
-        assert len(set().union(*copies.values())) <= 2 * workers < n_tasks, (n_tasks, copies)
+        # One copy per worker: the cluster fixture turns off the Active Memory Manager, whose replica
+        # reduction made a worker fetch the data again on a slow run (seen: {3, 4} for 24 tasks).
+        assert all(len(c) == 1 for c in copies.values()), (n_tasks, copies)
+        assert len(set().union(*copies.values())) <= workers, (n_tasks, copies)
         assert -1 not in set().union(*copies.values())  # the tasks got copies shipped to the workers
     assert pickle.loads(pickle.dumps(Tracked(3))).blob == bytes(3)
 
