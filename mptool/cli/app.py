@@ -64,7 +64,8 @@ class _LazyCommands(Mapping[str, Any]):
         return self.built[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter([*self.infos, *self.groups])
+        # by name, not by registration: which subcommand module was imported first must not reorder the help
+        return iter([*sorted(self.infos), *self.groups])
 
     def __len__(self) -> int:
         return len(self.infos) + len(self.groups)
