@@ -358,10 +358,23 @@ def test_full_disk_elsewhere_is_exit_2_not_a_bug(tmp_path: Path, monkeypatch: py
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX only")
 def test_sighup_is_handled_like_sigterm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """gate-c-12: SIGHUP (a closed terminal) mid-run: exit 129, chunks saved, lock released, --resume exact."""
-    import mptool.runtime.checkpoint as checkpoint
     from mptool.runtime import signals
 
     assert signal.SIGHUP in signals.SIGNALS
+    # Under nohup (or a parent that ignores SIGHUP) mptool rightly leaves an ignored SIGHUP ignored; this test
+    # is about a terminal that closes, so it runs with SIGHUP's default disposition (restored after).
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        _sighup_mid_run(tmp_path, monkeypatch)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def _sighup_mid_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The body of :func:`test_sighup_is_handled_like_sigterm`, with SIGHUP not ignored."""
+    import mptool.runtime.checkpoint as checkpoint
+    from mptool.runtime import signals
+
     csv = good_csv(tmp_path, mixed_frame(12, seed=0))  # 12 refits a run: 3 runs stay cheap
     spec = good_spec(tmp_path, "decision_tree", model={"params": {"max_depth": 2}})
     clean = tmp_path / "clean"
