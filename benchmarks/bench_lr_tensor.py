@@ -268,7 +268,7 @@ def main() -> None:
             print(f"  {k} contraction(s) + half pass ({'Lagrange' if lagrange else 'exact rho'}) + one exact pass "
                   f"for the {1 - f:.1%} not certified: {route:.2f} passes per record vs today's {today:.2f} "
                   f"(~{today / route:.2f}x on the passes, T3 and leverages extra)")
-    f = max(rate.values())
+    f = rate.get((2, False), max(rate.values()))
     floor = (2 * con_s + prod_s) / pass_s + (1 - f)
     print(f"  floor (two contractions, the product alone as if rho cost nothing, {f:.1%} certified): {floor:.2f} "
           f"passes per record vs {today:.2f} (~{today / floor:.2f}x on the passes; T3 and leverages "
