@@ -475,7 +475,7 @@ def finish_pdtp(
         cases = ci.pdtp_cases(summary, table, outcome)
         files.append(ci.junit_file("mptool pdtp", cases, summary["timings"]["total_s"]))
     write_files(out_dir, files)
-    opener.finish("record(s)")
+    opener.finish("fit(s)" if result.summary.get("replicates") else "record(s)")
     print_pdtp_summary(dict(result.summary), published(result.table, show_values), quiet)
     if outcome is not None:
         ci.print_gate(outcome, bool(summary["identity"].get("id")), quiet)
