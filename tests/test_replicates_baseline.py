@@ -81,7 +81,8 @@ def test_same_decisions_pass_with_baseline(data, base, tmp_path) -> None:
                                "unchanged": n_above, "fixed": 0, "absent": 0, "undecided": 0}
     assert block["baseline_violations"] == n_above and block["verdict_label"] == "pass-with-baseline"
     line = next(ln for ln in res.stdout.splitlines() if ln.startswith("gate "))
-    assert line.startswith("gate passed (pass-with-baseline)") and f"{n_above} unchanged, 0 fixed" in line
+    assert line.startswith(f"gate passed (pass-with-baseline): {n_above} record(s) decided above the threshold excused")
+    assert f"{n_above} unchanged, 0 fixed" in line
     assert "decisions compared" in res.stdout
     junit = (tmp_path / "same" / "junit.xml").read_text()
     assert "<failure" not in junit and "not decided above in the baseline" in junit
@@ -132,8 +133,8 @@ def test_refit_baseline_against_a_replicate_run_is_refused(data, tmp_path) -> No
     before = snapshot(tmp_path)
     res = run_cli("pdtp", d / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", tmp_path / "x", "--jobs", "1",
                   "--baseline", tmp_path / "refit")
-    assert_refused(res, ["--baseline judged records by PDTP above the threshold, this run by replicate engine "
-                         "(decided violations)", "cannot be compared"], tmp_path, before)
+    assert_refused(res, ["--baseline is a run of PDTP above the threshold (refit or exact engine), this run is a "
+                         "replicate-engine run (decided violations): the two cannot be compared"], tmp_path, before)
 
 
 def test_replicate_baseline_against_a_refit_run_is_refused(data, base, tmp_path) -> None:  # rep-2
@@ -141,7 +142,7 @@ def test_replicate_baseline_against_a_refit_run_is_refused(data, base, tmp_path)
     before = snapshot(tmp_path)
     res = run_cli("pdtp", d / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", tmp_path / "x", "--jobs", "1",
                   "--engine", "refit", "--baseline", base)
-    assert_refused(res, ["--baseline judged records by replicate engine (decided violations), this run by PDTP "
+    assert_refused(res, ["--baseline is a replicate-engine run (decided violations), this run is a run of PDTP "
                          "above the threshold"], tmp_path, before)
 
 

@@ -173,11 +173,12 @@ def check_decisions_baseline(previous: PreviousRun, replicates: bool, flag: str 
             raise InputError(f"{previous.path}: {flag} is a replicate-engine run without a 'violation' column in its "
                              "records; its decisions cannot be compared: rerun it with this mptool")
         return
-    was, now = ("replicate engine (decided violations)", "PDTP above the threshold") if then else (
-        "PDTP above the threshold", "replicate engine (decided violations)")
+    rep = "a replicate-engine run (decided violations)"
+    single = "a run of PDTP above the threshold (refit or exact engine)"
+    was, now = (rep, single) if then else (single, rep)
     raise InputError(
-        f"{previous.path}: {flag} judged records by {was}, this run by {now} (training randomness detected "
-        "or --engine chosen differently): the two cannot be compared; use a baseline made with the same engine"
+        f"{previous.path}: {flag} is {was}, this run is {now}: the two cannot be compared; use a baseline made "
+        "with the same engine (--engine, or the detection of training randomness, chose another)"
     )
 
 

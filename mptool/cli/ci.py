@@ -155,7 +155,8 @@ def gate_line(outcome: GateOutcome) -> str:
         from mptool.outputs.report.verify import gate_label
 
         label = gate_label({"verdict": "fail", "baseline": outcome.block})
-        return (f"gate passed ({label}): {excused} record(s) above the threshold excused; no record {what} "
+        above = "decided above" if "undecided" in c else "above"
+        return (f"gate passed ({label}): {excused} record(s) {above} the threshold excused; no record {what} "
                 f"that is not waived ({parts})")
     return f"gate passed: no record {what} that is not waived ({parts})"
 
