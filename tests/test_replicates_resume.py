@@ -113,6 +113,16 @@ def test_interrupted_then_resumed_is_byte_identical(data, reference, monkeypatch
     assert sum(calls) + reused <= rep["fits"]  # and none twice
 
 
+@pytest.fixture(scope="module")
+def interrupted(data, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One interrupted run's folder (checkpoint kept): every refusal below leaves it as it was (asserted)."""
+    d, csv, spec = data
+    out = tmp_path_factory.mktemp("rep-interrupted") / "out"
+    with pytest.MonkeyPatch.context() as mp:
+        _interrupted(mp, _args(csv, spec, out), 3)
+    return out
+
+
 @pytest.mark.parametrize(("change", "fragments"), [
     (("--replicates", "4:16"), ["cannot resume", "run options (replicates: '4:8' then, '4:16' now)"]),
     (("--budget", "50"), ["cannot resume", "budget: None then, 50 now"]),
@@ -120,23 +130,19 @@ def test_interrupted_then_resumed_is_byte_identical(data, reference, monkeypatch
     (("--seed", "7"), ["cannot resume", "different spec"]),
     (("--engine", "refit"), ["cannot resume", "engine: 'auto' then, 'refit' now"]),
 ])
-def test_checkpoint_of_another_setting_is_refused(data, monkeypatch, tmp_path, change, fragments) -> None:
+def test_checkpoint_of_another_setting_is_refused(data, interrupted, change, fragments) -> None:  # rep-4, rep-5
     d, csv, spec = data
-    out = tmp_path / "out"
-    args = _args(csv, spec, out)
-    _interrupted(monkeypatch, args, 3)
+    args = _args(csv, spec, interrupted)
     args = [a for a in args if a != "4:8" and a != "--replicates"] if change[0] == "--replicates" else args
-    before = snapshot(tmp_path)
+    before = snapshot(interrupted.parent)
     res = run_cli(*args, *change, "--resume")
-    assert_refused(res, fragments, tmp_path, before)
+    assert_refused(res, fragments, interrupted.parent, before)
 
 
-def test_checkpoint_of_other_data_is_refused(data, monkeypatch, tmp_path) -> None:
+def test_checkpoint_of_other_data_is_refused(data, interrupted, tmp_path) -> None:  # rep-5
     d, csv, spec = data
-    out = tmp_path / "out"
-    _interrupted(monkeypatch, _args(csv, spec, out), 3)
     other = tmp_path / "other.csv"
     known_frame(1)[0].to_csv(other, index=False)
-    before = snapshot(tmp_path)
-    res = run_cli(*_args(other, spec, out, "--resume"))
-    assert_refused(res, ["cannot resume", "data file"], tmp_path, before)
+    before = snapshot(interrupted.parent)
+    res = run_cli(*_args(other, spec, interrupted, "--resume"))
+    assert_refused(res, ["cannot resume", "data file"], interrupted.parent, before)
