@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
+from sklearn.ensemble import RandomForestClassifier
 
 from mptool.api import operations
+from mptool.api.pdtp import PdtpOptions
 from mptool.inputs.spec import load_spec
 from mptool.runtime import prestart
 
@@ -32,7 +35,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def started(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, tuple[str, ...]]]:
     """Calls of prestart.start, recorded instead of starting workers."""
     calls: list[tuple[int, str, tuple[str, ...]]] = []
-    monkeypatch.setattr(prestart, "start", lambda jobs, backend, modules: calls.append((jobs, backend, modules)) or True)
+
+    def record(jobs: int, backend: str, modules: tuple[str, ...]) -> bool:
+        calls.append((jobs, backend, modules))
+        return True
+
+    monkeypatch.setattr(prestart, "start", record)
     return calls
 
 
@@ -60,6 +68,20 @@ def test_prestart_only_when_workers_will_be_used(
     assert [c[0] for c in started] == ([expected] if expected else [])
     if expected:
         assert "sklearn.ensemble._forest" in started[0][2] or spec == "nb"
+
+
+@pytest.mark.parametrize(("jobs", "fit_s", "fail_fast", "expected"),
+                         [(None, 5.0, False, 3), (None, 0.001, False, 0), (2, 5.0, False, 0), (None, 5.0, True, 0)])
+def test_planned_prestart_follows_the_planner(
+    started: list[Any], monkeypatch: pytest.MonkeyPatch, jobs: int | None, fit_s: float, fail_fast: bool,
+    expected: int,
+) -> None:
+    """--jobs 0: the workers start once a fit of A(T) is timed, only where the planner picks more than one."""
+    monkeypatch.setattr(operations, "choose_workers", lambda j, b, fits, s: {"workers": 3 if s > 1 else 1})
+    prep = SimpleNamespace(choice=SimpleNamespace(cls=RandomForestClassifier))
+    options = PdtpOptions(jobs=jobs, fail_fast=fail_fast)
+    operations.prestart_planned(prep, options, 40, fit_s)  # type: ignore[arg-type]
+    assert [c[0] for c in started] == ([expected] if expected else [])
 
 
 def test_turned_off_by_env(files: dict[str, Path], started: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -48,7 +48,7 @@ from mptool.privacy.stability import resolve_queries
 from mptool.runtime import prestart
 from mptool.runtime.checkpoint import options_dict, run_key, saving_on_interrupt
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import check_backend, checkpointing, session
+from mptool.runtime.parallel import check_backend, checkpointing, choose_workers, session
 
 Data = str | Path | pd.DataFrame
 SpecLike = Spec | Mapping[str, Any] | str | Path
@@ -173,6 +173,21 @@ def prestart_refits(spec: Spec, engine: str, jobs: int | None, backend: str, all
     return prestart.start(jobs, backend, (*WARM_MODULES, choice.cls.__module__))
 
 
+def prestart_planned(prep: Prepared, options: PdtpOptions, audited: int, fit_s: float) -> bool:
+    """With ``--jobs 0``, start the workers the planner will choose as soon as one fit of A(T) is timed
+    (``fit_s``), before the randomness detection's refits and the audit's own fit; True when started.
+
+    The planner (:func:`mptool.runtime.parallel.choose_workers`) is asked about the fewest fits the
+    audit makes (one per audited record): when it keeps them in this process, nothing starts.
+    """
+    if options.jobs is not None or options.fail_fast or options.backend != "loky" or not prestart.enabled():
+        return False
+    planned = choose_workers(None, options.backend, audited, fit_s)["workers"]
+    if planned <= 1:
+        return False
+    return prestart.start(planned, options.backend, (*WARM_MODULES, prep.choice.cls.__module__))
+
+
 def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = ()) -> Prepared:
     """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec).
 
@@ -198,7 +213,8 @@ def _checked_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tu
     if options.queries != "self" and policy_dict(spec.output.release):
         raise InputError("--queries measures the full probability vector; it cannot be combined with "
                          "output.release (remove one)")
-    return detect_for(prep, options)  # randomized training? (the replicate engine then audits)
+    # randomized training? (the replicate engine then audits); with --jobs 0, workers the planner will use start
+    return detect_for(prep, options, lambda fit_s: prestart_planned(prep, options, len(positions), fit_s))
 
 
 def pdtp(
