@@ -12,10 +12,13 @@ import pytest
 from conftest import mixed_frame, run_cli, write_spec
 from sklearn.ensemble import RandomForestClassifier
 
-from mptool.api import operations
+from mptool.api import early, operations
 from mptool.api.pdtp import PdtpOptions
-from mptool.inputs.spec import load_spec
+from mptool.inputs.models import SHORT_NAMES, resolve_estimator
+from mptool.inputs.spec import load_spec, parse_spec
+from mptool.loo import no_exact_engine
 from mptool.runtime import prestart
+from mptool.runtime.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +87,34 @@ def test_planned_prestart_follows_the_planner(
     assert [c[0] for c in started] == ([expected] if expected else [])
 
 
+@pytest.mark.parametrize(("spec", "engine", "jobs", "expected"), [
+    ("forest", "auto", 2, 2), ("nb", "auto", 2, 0), ("lr", "auto", 2, 0), ("nb", "refit", 3, 3),
+    ("forest", "auto", None, 0),
+])
+def test_early_start_by_name(
+    files: dict[str, Path], started: list[Any], spec: str, engine: str, jobs: int | None, expected: int
+) -> None:
+    """mptool pdtp starts the workers before its heavy imports, judging the estimator by its name."""
+    early.start_early(load_spec(files[spec], {}), engine, jobs, "loky")
+    assert [c[0] for c in started] == ([expected] if expected else [])
+
+
+@pytest.mark.parametrize("name", [*SHORT_NAMES, "sklearn.naive_bayes.GaussianNB", "sklearn.svm.SVC",
+                                  "sklearn.ensemble.ExtraTreesClassifier", "sklearn.linear_model.LogisticRegression",
+                                  "sklearn.neighbors.KNeighborsClassifier", "sklearn.neural_network.MLPClassifier"])
+def test_early_judgement_agrees_with_the_engines(name: str) -> None:
+    """Every estimator the name alone says is surely refitted has no exact engine (mptool.loo.no_exact_engine)."""
+    refits, _ = early.surely_refits(name, "auto")
+    if not refits:
+        return
+    spec = parse_spec({"data": {"label": "label"}, "model": {"estimator": name, "params": {}}}, "spec")
+    try:
+        choice = resolve_estimator(spec.model, spec.seed)
+    except InputError:  # e.g. SVC without probability: refused before any worker would be used
+        return
+    assert no_exact_engine(spec, choice.make()), name
+
+
 def test_turned_off_by_env(files: dict[str, Path], started: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(prestart.ENV, "0")
     assert not operations.prestart_refits(load_spec(files["forest"], {}), "auto", 2, "loky")
@@ -111,7 +142,9 @@ def runs(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> di
         mp.setenv(prestart.ENV, "0")
         out["off"] = pdtp_run(files, root / "off", "--jobs", "2")
         mp.delenv(prestart.ENV)
-        mp.setattr(operations, "WARM_MODULES", (*operations.WARM_MODULES, "mptool_no_such_module"))
+        failing = (*early.WARM_MODULES, "mptool_no_such_module")
+        mp.setattr(early, "WARM_MODULES", failing)  # mptool pdtp starts its workers here, before the heavy imports
+        mp.setattr(operations, "WARM_MODULES", failing)
         out["failing"] = pdtp_run(files, root / "failing", "--jobs", "2")
     finally:
         mp.undo()

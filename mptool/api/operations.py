@@ -33,6 +33,7 @@ from typing import Any
 
 import pandas as pd
 
+from mptool.api.early import WARM_MODULES
 from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_positions
 from mptool.api.randomized import check_replicate_options, detect_for
 from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
@@ -145,11 +146,6 @@ def with_trained(prep: Prepared, trained: str | Path | None, allow_import: tuple
     p_spec = proba_in(fit_checked(prep.template, prep.train), prep.train.X, prep.classes)
     numeric = [c.name for c in prep.train.schema.columns if c.kind == "numeric"]
     return replace(prep, trained=compare_to_spec(shipped, prep.train.X, prep.classes, p_spec, prep.train.rows, numeric))
-
-
-#: What every refit task needs in a worker, beyond the estimator's own module (:func:`prestart_refits`).
-WARM_MODULES = ("pandas", "sklearn.pipeline", "sklearn.compose", "sklearn.preprocessing", "mptool.inputs.models",
-                "mptool.loo")
 
 
 def prestart_refits(spec: Spec, engine: str, jobs: int | None, backend: str, allow_import: tuple[str, ...] = (),
