@@ -33,13 +33,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-import psutil  # noqa: E402 - a dependency of distributed (the test extra)
+from bench_task_overhead import cpu_all  # noqa: E402 - this process and its workers, as there
 from joblib.externals.loky import get_reusable_executor  # noqa: E402
 
 from mptool.api.operations import WARM_MODULES  # noqa: E402
@@ -65,16 +64,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
-
-
-def cpu_all() -> dict[int, float]:
-    """CPU seconds (user + system) of this process and of each of its live descendants (the workers)."""
-    out = {}
-    for proc in [psutil.Process(), *psutil.Process().children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            t = proc.cpu_times()
-            out[proc.pid] = t.user + t.system
-    return out
 
 
 def measure(name: str, records: int, workers: list[int], early: bool = False) -> list[str]:
