@@ -13,10 +13,17 @@
    (CPU of jobs 1 / CPU of this process and its workers at jobs 2: the work parallel
    running adds, which a loaded machine does not distort); results must be identical.
 
+4. The same refits as a command runs them (``mptool.api.operations.pdtp`` with ``--engine refit``:
+   reading Adult, drawing T, fitting A(T), the refits), workers not yet started: ``--jobs 1``
+   against ``--jobs 2`` with the workers started when the first batch is submitted (before:
+   ``MPTOOL_PRESTART=0``) and started early, before the data is read (after:
+   :mod:`mptool.runtime.prestart`); efficiency as in 3, the wait left for the workers at the
+   first batch, and pdtp tables identical to ``--jobs 1``.
+
 BLAS is limited to one thread per process. Prints CPU (this process and its workers) and wall time, the
 load average before each measurement, and every ratio against ``--jobs 1`` from the same run.
 
-Usage: python benchmarks/bench_task_overhead.py [--tasks 2000] [--records 200]
+Usage: python benchmarks/bench_task_overhead.py [--tasks 2000] [--records 200] [--parts 1,3,4]
 """
 
 from __future__ import annotations
@@ -37,11 +44,12 @@ import numpy as np  # noqa: E402
 import psutil  # noqa: E402 - a dependency of distributed (the test extra)
 from joblib.externals.loky import get_reusable_executor  # noqa: E402
 
+from mptool.api import operations  # noqa: E402
 from mptool.inputs.bundled import ADULT_CSV, config  # noqa: E402
 from mptool.inputs.prepare import fit_checked, prepare  # noqa: E402
 from mptool.inputs.spec import load_spec  # noqa: E402
 from mptool.loo import LooRequest, RefitEngine  # noqa: E402
-from mptool.runtime import parallel  # noqa: E402
+from mptool.runtime import parallel, prestart  # noqa: E402
 
 
 def noop(k: int) -> int:
@@ -130,18 +138,52 @@ def refit_efficiency(name: str, overrides: dict[str, Any], records: int) -> None
           f"on {os.cpu_count()} cores)")
 
 
+def command_efficiency(name: str, overrides: dict[str, Any], records: int) -> None:
+    """Part 4: the whole refit audit (read, fit A(T), refits) cold at --jobs 2, workers started late or early."""
+    spec = load_spec(config("adult-nn.yaml"), {"data.train_size": records, **overrides})
+
+    def run(jobs: int) -> tuple[str, Any]:
+        result = operations.pdtp(ADULT_CSV, spec, jobs=jobs, engine="refit", noise_floor=0)
+        return result.table.to_csv(index=False), result.summary["workers"]["prestart"].get("wait_s")
+
+    t1, c1, (p1, _) = timed(f"{name} command, jobs 1", lambda: run(1))
+    times, cpus, same, waits = {}, {}, {}, {}
+    for label, on in (("late start (before)", "0"), ("pre-started (after)", "1")):
+        get_reusable_executor().shutdown(wait=True)  # a cold start, as in a fresh CLI run
+        os.environ[prestart.ENV] = on
+        try:
+            times[label], cpus[label], (p, waits[label]) = timed(f"{name} command, jobs 2, {label}", lambda: run(2))
+        finally:
+            os.environ.pop(prestart.ENV, None)
+        same[label] = p == p1
+    eff = ", ".join(f"{k} {t1 / (2 * v):.0%} (CPU {c1 / cpus[k]:.0%}; wall {v:.1f} s)" for k, v in times.items())
+    wait = waits["pre-started (after)"]
+    print(f"command_efficiency_{name}: {eff} at 2 workers (jobs 1 {t1:.1f} s; after/before wall "
+          f"{times['pre-started (after)'] / times['late start (before)']:.3f}; wait for pre-started workers at the "
+          f"first batch {'n/a' if wait is None else f'{wait:.2f} s'}; identical to jobs 1: {all(same.values())}; "
+          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=2000)
     ap.add_argument("--records", type=int, default=200)
+    ap.add_argument("--parts", default="1,3,4", help="parts to run (2 runs with 1)")
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
     logging.getLogger("distributed").setLevel(logging.ERROR)
-    spec = load_spec(config("adult-nn.yaml"), {"data.train_size": 1000})
-    prep = prepare(ADULT_CSV, spec)
-    per_task(args.tasks, prep.train.X, prep.train.y)
     forest = {"model.estimator": "random_forest", "model.params": {"n_estimators": 10}}
-    refit_efficiency("forest10", forest, args.records)
-    refit_efficiency("mlp20", {"model.params": {"max_iter": 20}}, args.records)
+    mlp = {"model.params": {"max_iter": 20}}
+    if "4" in parts:  # first: no worker of this process has started yet
+        command_efficiency("forest10", forest, args.records)
+        command_efficiency("mlp20", mlp, args.records)
+    if "1" in parts:
+        spec = load_spec(config("adult-nn.yaml"), {"data.train_size": 1000})
+        prep = prepare(ADULT_CSV, spec)
+        per_task(args.tasks, prep.train.X, prep.train.y)
+    if "3" in parts:
+        refit_efficiency("forest10", forest, args.records)
+        refit_efficiency("mlp20", mlp, args.records)
 
 
 if __name__ == "__main__":

@@ -33,21 +33,23 @@ from typing import Any
 
 import pandas as pd
 
+from mptool.api.early import WARM_MODULES
 from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_positions
 from mptool.api.randomized import check_replicate_options, detect_for
 from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
 from mptool.attacks import DEFAULT_SHADOW_POOL
 from mptool.inputs import options as checks
-from mptool.inputs.models import proba_in
+from mptool.inputs.models import proba_in, resolve_estimator
 from mptool.inputs.prepare import Prepared, fit_checked, prepare
 from mptool.inputs.spec import Spec, load_spec, parse_spec
 from mptool.inputs.trained import compare_to_spec, load_trained
-from mptool.loo import select_engine
+from mptool.loo import no_exact_engine, select_engine
 from mptool.privacy.release import gate_policy, policy_dict, release_summary, released_template
 from mptool.privacy.stability import resolve_queries
+from mptool.runtime import prestart
 from mptool.runtime.checkpoint import options_dict, run_key, saving_on_interrupt
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import check_backend, checkpointing, session
+from mptool.runtime.parallel import check_backend, checkpointing, choose_workers, session
 
 Data = str | Path | pd.DataFrame
 SpecLike = Spec | Mapping[str, Any] | str | Path
@@ -127,6 +129,7 @@ def _run_context(
 ) -> Iterator[None]:
     """The parallel session; with a checkpoint, finished tasks are saved and reused (``tasks``), kept on interrupt."""
     with ExitStack() as stack:
+        stack.callback(prestart.release)  # workers started early and never used stop with the run
         stack.enter_context(session(backend, scheduler, jobs))
         if ckpt is not None:
             if tasks:
@@ -145,8 +148,57 @@ def with_trained(prep: Prepared, trained: str | Path | None, allow_import: tuple
     return replace(prep, trained=compare_to_spec(shipped, prep.train.X, prep.classes, p_spec, prep.train.rows, numeric))
 
 
+def prestart_refits(spec: Spec, engine: str, jobs: int | None, backend: str, allow_import: tuple[str, ...] = (),
+                    fail_fast: bool = False) -> bool:
+    """Start the run's ``--jobs N`` loky workers now, before the data is read and A(T) fitted, when the run
+    surely refits on N > 1 of them (:mod:`mptool.runtime.prestart`); True when started.
+
+    Never for an exact engine (``--engine exact``, or ``auto`` where one is written for the estimator:
+    :func:`mptool.loo.no_exact_engine`), for ``--jobs 0`` (the planner decides after timing a fit, and
+    may choose this process), one worker, another backend, or ``--fail-fast`` (its riskiest record is
+    refitted here first, so that a violator there ends the run with no worker started).
+    """
+    if backend != "loky" or jobs is None or jobs <= 1 or fail_fast or engine == "exact" or not prestart.enabled():
+        return False
+    try:
+        choice = resolve_estimator(spec.model, spec.seed, allow_import)
+    except InputError:
+        return False  # prepare() refuses it with its own line
+    if engine == "auto" and not no_exact_engine(spec, choice.make()):
+        return False
+    return prestart.start(jobs, backend, (*WARM_MODULES, choice.cls.__module__))
+
+
+def prestart_planned(prep: Prepared, options: PdtpOptions, audited: int, fit_s: float) -> bool:
+    """With ``--jobs 0``, start the workers the planner will choose as soon as one fit of A(T) is timed
+    (``fit_s``), before the randomness detection's refits and the audit's own fit; True when started.
+
+    The planner (:func:`mptool.runtime.parallel.choose_workers`) is asked about the fewest fits the
+    audit makes (one per audited record): when it keeps them in this process, nothing starts.
+    """
+    if options.jobs is not None or options.fail_fast or options.backend != "loky" or not prestart.enabled():
+        return False
+    planned = choose_workers(None, options.backend, audited, fit_s)["workers"]
+    if planned <= 1:
+        return False
+    return prestart.start(planned, options.backend, (*WARM_MODULES, prep.choice.cls.__module__))
+
+
 def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = ()) -> Prepared:
-    """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec)."""
+    """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec).
+
+    The workers of a run that surely refits on ``--jobs N > 1`` start first (:func:`prestart_refits`).
+    """
+    prestart_refits(spec, options.engine, options.jobs, options.backend, allow_import, options.fail_fast)
+    try:
+        return _checked_pdtp(data, spec, options, allow_import)
+    except BaseException:
+        prestart.release()  # a refused run stops the workers started for it
+        raise
+
+
+def _checked_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...]) -> Prepared:
+    """:func:`prepare_pdtp`'s reading and checks."""
     prep = prepare(data, spec, allow_import)
     prep = with_trained(prep, options.trained, allow_import)
     positions = select_positions(prep, options.records, options.sample)
@@ -157,7 +209,8 @@ def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tup
     if options.queries != "self" and policy_dict(spec.output.release):
         raise InputError("--queries measures the full probability vector; it cannot be combined with "
                          "output.release (remove one)")
-    return detect_for(prep, options)  # randomized training? (the replicate engine then audits)
+    # randomized training? (the replicate engine then audits); with --jobs 0, workers the planner will use start
+    return detect_for(prep, options, lambda fit_s: prestart_planned(prep, options, len(positions), fit_s))
 
 
 def pdtp(
@@ -337,7 +390,13 @@ def reduce_dtp(
     spec = as_spec(spec)
     backend = check_backend(backend, scheduler)
     options = ReduceOptions(threshold, max_removals, parse_strategy(strategy), jobs, engine, backend=backend)
-    prep = prepared or prepare(data, spec, allow_import)
+    if prepared is None:
+        prestart_refits(spec, engine, jobs, backend, allow_import)
+    try:
+        prep = prepared or prepare(data, spec, allow_import)
+    except BaseException:
+        prestart.release()
+        raise
     key = run_key("reduce-dtp", spec.sha256(), prep.train.sha256, options_dict(options))
     ckpt = checkpoint(key) if checkpoint else None
     with _run_context(backend, scheduler, jobs, ckpt):

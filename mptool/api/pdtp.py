@@ -33,6 +33,7 @@ from mptool.privacy.noise import (
 from mptool.privacy.release import describe, gate_policy, measured, release_summary
 from mptool.privacy.sampling import sample_summary
 from mptool.privacy.stability import beyond_pdtp, resolve_queries
+from mptool.runtime import prestart
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import choose_workers, resolve_jobs
 
@@ -421,7 +422,7 @@ def run_pdtp(
             "noise_floor": noise,
             **facts,
             **release_summary(spec.output.release, len(prep.classes)),
-            "workers": workers,
+            "workers": {**workers, "prestart": prestart.summary()},
             "timings": {
                 "fit_full_s": round(t_fit - t0, 4),
                 "train_accuracy_s": round(t_facts - t_fit, 4),  # A(T)'s predictions on T
@@ -523,7 +524,7 @@ def run_randomized(
         "noise_floor": noise,
         **run_facts(prep, request.full_model, request.jobs),
         **release_summary(spec.output.release, len(prep.classes)),
-        "workers": workers,
+        "workers": {**workers, "prestart": prestart.summary()},
         "timings": {
             "fit_full_s": round(t_fit - t0, 4),
             "leave_one_out_s": round(t_loo - t_fit, 4),

@@ -10,6 +10,8 @@ interval and a decision true / false / undecided (:mod:`mptool.privacy.influence
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -75,10 +77,12 @@ def choose_engine(prep: Prepared, options: Any, engine: Any, full_model: Any) ->
     return engine, not_checked(f"exact engine {engine.name}: computes the leave-one-out without refitting")
 
 
-def detect_for(prep: Prepared, options: Any) -> Prepared:
+def detect_for(prep: Prepared, options: Any, on_fit: Callable[[float], Any] | None = None) -> Prepared:
     """``prep`` with the randomness detected (``prep.randomness``) when the run will need it, else unchanged.
 
     Run by ``prepare_pdtp`` so that flags the replicate engine cannot honour are refused before the audit.
+    ``on_fit(seconds)`` is told how long A(T)'s fit took, before the detection's refits (the
+    planner's first look at the fit time: ``mptool.api.operations.prestart_planned``).
     """
     from mptool.inputs.prepare import fit_checked
     from mptool.loo import select_engine
@@ -88,7 +92,11 @@ def detect_for(prep: Prepared, options: Any) -> Prepared:
     if options.engine == "auto" and select_engine("auto", prep.spec, prep.template).name != "refit":
         return prep
     T = prep.train
-    found = detect(prep.template, fit_checked(prep.template, T), T.X, T.y, prep.classes, prep.spec.seed)
+    t0 = time.perf_counter()
+    full = fit_checked(prep.template, T)
+    if on_fit is not None:
+        on_fit(time.perf_counter() - t0)
+    found = detect(prep.template, full, T.X, T.y, prep.classes, prep.spec.seed)
     return replace(prep, randomness=found)
 
 

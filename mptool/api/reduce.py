@@ -40,7 +40,7 @@ from mptool.loo import Engine, LooRequest, select_engine
 from mptool.outputs.results import manifest
 from mptool.privacy.dtp import pdtp_of
 from mptool.privacy.release import measured, release_summary
-from mptool.runtime import ui
+from mptool.runtime import prestart, ui
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import choose_workers, resolve_jobs
 
@@ -457,7 +457,7 @@ def run_reduce(prep: Prepared, options: ReduceOptions, progress: Progress) -> Re
         "total_s": round(time.perf_counter() - t0, 4),
     }
     summary, keep = reduce_summary(prep, options, trace, initial, evaluate, jobs, timings)
-    summary["workers"] = workers
+    summary["workers"] = {**workers, "prestart": prestart.summary()}
     if comparison is not None:
         summary["greedy_comparison"] = comparison
     summary["trace"] = _trace_json(trace, table, prep)

@@ -58,8 +58,19 @@ def main(argv: list[str] | None = None) -> None:
             code = exc.exit_code
         finally:
             signals.shield()  # releasing the lock is not cut short by a signal
+            _release_prestart()
             release_out_dirs()
     sys.exit(code)
+
+
+def _release_prestart() -> None:
+    """Stop workers started early (``mptool.runtime.prestart``) for a run that ended before using them.
+
+    Looked up, not imported: a command that never loaded the module (``--help``) started none.
+    """
+    module = sys.modules.get("mptool.runtime.prestart")
+    if module is not None:
+        module.release()
 
 
 def _late_signal(code: int | None) -> int:

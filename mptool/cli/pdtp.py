@@ -346,9 +346,7 @@ def pdtp(
     :func:`check_pdtp_cli_flags`, :func:`mptool.api.operations.pdtp` and :func:`finish_pdtp`.
     """
     startup_cpu = time.process_time()  # the interpreter, the imports and the flag parsing before this line
-    from mptool.api.operations import pdtp as run
-    from mptool.api.operations import prepare_pdtp
-    from mptool.api.pdtp import PdtpOptions
+    from mptool.api.early import start_early
     from mptool.inputs.spec import load_spec
     from mptool.outputs.results import default_out_dir, prepare_out_dir
     from mptool.runtime.parallel import check_backend
@@ -363,17 +361,22 @@ def pdtp(
     backend = check_backend(backend, scheduler)
     spec = load_spec(spec_path, {"data.train_size": train_size, "seed": seed, "output.bin_size": bin_size})
     rows = parse_rows(records)
-    options = PdtpOptions(
-        threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries, gate=gate,
-        noise_floor=noise_floor, fail_fast=fail_fast, order=order, trained=None if trained is None else str(trained),
-        replicates=replicates, budget=budget, error_control=error_control,
-    )
     gate_inputs = ci.read_gate_inputs(baseline, waivers, baseline_tolerance)  # also MPTOOL_FINGERPRINT_KEY
     inputs = {"the data file": data_path, "the spec": spec_path, "the --queries file": queries,
               "the --baseline": gate_inputs.baseline.path if gate_inputs.baseline else None,
               "the --waivers file": waivers, "the --trained model": trained}
     names = ["pdtp.csv", "pdtp.json", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), names, force, resume=resume, inputs=inputs)
+    start_early(spec, engine, jobs or None, backend, fail_fast)  # the workers import while this process does
+    from mptool.api.operations import pdtp as run
+    from mptool.api.operations import prepare_pdtp
+    from mptool.api.pdtp import PdtpOptions
+
+    options = PdtpOptions(
+        threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries, gate=gate,
+        noise_floor=noise_floor, fail_fast=fail_fast, order=order, trained=None if trained is None else str(trained),
+        replicates=replicates, budget=budget, error_control=error_control,
+    )
     t_read = time.perf_counter()
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
     t_read = time.perf_counter() - t_read

@@ -79,6 +79,7 @@ def reduce_dtp(
     engine, threshold, timings, manifest, trace). With --write-clean, also DIR/clean-spec.yaml
     (train_size null): 'mptool pdtp CLEAN.csv --model DIR/clean-spec.yaml' reproduces best_max.
     """
+    from mptool.api.operations import prestart_refits
     from mptool.api.operations import reduce_dtp as run
     from mptool.api.reduce import parse_strategy
     from mptool.inputs.prepare import prepare
@@ -101,6 +102,7 @@ def reduce_dtp(
     out_dir = prepare_out_dir(out or default_out_dir("reduce"), names, force, resume=resume, inputs=inputs)
     if write_clean is not None:
         check_output_file(write_clean, force, "--write-clean", inputs)
+    prestart_refits(spec, engine, jobs or None, backend, tuple(allow_import or ()))  # workers start while T is read
     prep = prepare(data_path, spec, tuple(allow_import or ()))
     for note in prep.notes:
         ui.warn(note)

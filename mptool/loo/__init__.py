@@ -19,7 +19,7 @@ from mptool.loo.replicates import ReplicateEngine
 from mptool.runtime.errors import InputError
 
 __all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", "engine_reasons", "EXACT_ENGINES",
-           "min_records", "check_before_work"]
+           "min_records", "check_before_work", "no_exact_engine"]
 
 #: Exact engines, tried in order by ``auto``; each refuses specs it cannot follow exactly.
 #: Every one computes the exact leave-one-out (logistic regression: the exact optima, see loo/newton.py).
@@ -66,6 +66,24 @@ def engine_reasons(spec: Spec, template: Any) -> list[tuple[str, str | None]]:
     engine, or refit when none accepts.
     """
     return [(engine.name, engine.refuses(spec, template)) for engine in EXACT_ENGINES]
+
+
+def no_exact_engine(spec: Spec, estimator: Any) -> bool:
+    """True when no exact engine is written for ``estimator``'s class, so ``auto`` surely refits.
+
+    Decided from the bare estimator, before the data is read and the pipeline built: every exact
+    engine answers "<Estimator> is not ..." (the convention :func:`select_engine` reads). An engine
+    that answers anything else, or fails on a bare estimator, may accept the full pipeline: False.
+    """
+    prefix = f"{type(estimator).__name__} is not "
+    for engine in EXACT_ENGINES:
+        try:
+            why = engine.refuses(spec, estimator)
+        except Exception:  # noqa: BLE001 - cannot tell without the pipeline: maybe exact
+            return False
+        if why is None or not why.startswith(prefix):
+            return False
+    return True
 
 
 def min_records(template: Any) -> int:

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed, parallel_config
 
-from mptool.runtime import signals
+from mptool.runtime import prestart, signals
 from mptool.runtime.errors import InputError
 
 #: Accepted values of ``--backend``.
@@ -359,6 +359,8 @@ def _dispatch(
     if name == "dask":
         _dispatch_dask(fn, tasks, todo, parent, shared, finished)
         return
+    if name == "loky":
+        prestart.join(jobs)  # workers started early (mptool.runtime.prestart): wait for their imports to end
     calls = [delayed(_tagged)(i, parent, fn, *tasks[i]) for i in todo]
     _consume(Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls), finished)
 
