@@ -155,3 +155,19 @@ def test_baseline_with_unevaluated_records_is_refused(data, tmp_path) -> None:  
                   "--baseline", tmp_path / "spent")
     assert_refused(res, ["was left unevaluated by a spent --budget", "rerun it with a larger --budget or none"],
                    tmp_path, before)
+
+
+@pytest.mark.parametrize("flags, said", [
+    (("--threshold", "0.5"), "threshold 1.0 then, 0.5 now"),
+    (("--error-control", "record"), "error_control bh then, record now"),
+])
+def test_baseline_decided_under_another_rule_is_refused(data, base, tmp_path, flags, said) -> None:  # rep-6
+    """A record decided above 0.1 in the baseline is not the same decision as one above 1 today: a baseline made
+    at another threshold or --error-control would count today's violations as "unchanged" (red-team F1). (--gate
+    raw with a baseline is refused before this check: test_gate_* .)"""
+    d, spec = data
+    before = snapshot(tmp_path)
+    res = run_cli("pdtp", d / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", tmp_path / "x", "--jobs", "1",
+                  "--replicates", "4:8", "--baseline", base, *flags)
+    assert_refused(res, ["--baseline decided its records under another rule (", said,
+                         "make the baseline with the same --threshold, --gate and --error-control"], tmp_path, before)

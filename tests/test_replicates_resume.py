@@ -146,3 +146,17 @@ def test_checkpoint_of_other_data_is_refused(data, interrupted, tmp_path) -> Non
     before = snapshot(interrupted.parent)
     res = run_cli(*_args(other, spec, interrupted, "--resume"))
     assert_refused(res, ["cannot resume", "data file"], interrupted.parent, before)
+
+
+def test_stage_names_of_pairs_deep_in_a_large_T_are_read_back() -> None:
+    """A pair's item is t * PAIR_BASE + r: past t = 976,562 it has ten digits; the checkpoint must still read the
+    file it wrote (red-team F2: a 9-digit pattern refused its own file on --resume)."""
+    import numpy as np
+
+    from mptool.loo.replicates import LOO_STAGE, PAIR_BASE
+    from mptool.runtime.checkpoint import _STAGE, _stage_name
+
+    for t in (0, 976_562, 976_563, 45_000_000):
+        name = _stage_name(LOO_STAGE, np.array([t * PAIR_BASE + 3], dtype=np.int64))
+        m = _STAGE.fullmatch(name)
+        assert m is not None and int(m.group(2)) == t * PAIR_BASE + 3, name

@@ -164,14 +164,48 @@ def classify_decisions(
     return pd.Series(status, index=now.index), prev.astype(float), before["key"][gone].tolist()
 
 
-def check_decisions_baseline(previous: PreviousRun, replicates: bool, flag: str = "--baseline") -> None:
+def decision_rule(threshold: float, gate: str, error_control: str, confidence: float) -> dict[str, Any]:
+    """What a replicate run's ``violation`` column was decided under: the threshold, the scale (``--gate``),
+    the error control across records and the confidence. Two runs' decisions compare only under one rule."""
+    return {"threshold": float(threshold), "gate": str(gate), "error_control": str(error_control),
+            "confidence": float(confidence)}
+
+
+def rule_of(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The :func:`decision_rule` a replicate run's summary states (None where it states none)."""
+    rep = summary.get("replicates")
+    if not isinstance(rep, dict):
+        return None
+    try:
+        return decision_rule(summary["threshold"], summary.get("gate", "binned"), rep["error_control"],
+                             rep["confidence"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def check_decisions_baseline(previous: PreviousRun, replicates: bool, flag: str = "--baseline",
+                             rule: dict[str, Any] | None = None) -> None:
     """InputError unless the baseline and this run judge records the same way: both by decisions beyond the
-    training randomness (replicate engine) or both by single-refit or exact PDTP (every other engine)."""
+    training randomness (replicate engine) or both by single-refit or exact PDTP (every other engine); with
+    the replicate engine, also under the same :func:`decision_rule` (``rule``: this run's), since a record
+    decided above another threshold, on another scale or at another error control is another decision (a
+    baseline decided at threshold 0.1 would excuse today's violations above 1 as "unchanged")."""
     then = isinstance(previous.summary.get("replicates"), dict)
     if then == replicates:
         if then and "violation" not in previous.table:
             raise InputError(f"{previous.path}: {flag} is a replicate-engine run without a 'violation' column in its "
                              "records; its decisions cannot be compared: rerun it with this mptool")
+        if then and rule is not None:
+            before = rule_of(previous.summary)
+            if before is None:
+                raise InputError(f"{previous.path}: {flag} does not state the rule its decisions were made under "
+                                 "(threshold, --gate, --error-control, confidence): rerun it with this mptool")
+            differ = [k for k in rule if before[k] != rule[k]]
+            if differ:
+                said = ", ".join(f"{k} {ui.excerpt(str(before[k]))} then, {rule[k]} now" for k in differ)
+                raise InputError(f"{previous.path}: {flag} decided its records under another rule ({said}): decisions "
+                                 "made under different rules cannot be compared; make the baseline with the same "
+                                 "--threshold, --gate and --error-control")
         return
     rep = "a replicate-engine run (decided violations)"
     single = "a run of PDTP above the threshold (refit or exact engine)"
@@ -217,8 +251,11 @@ def _waiver_state(keys: pd.Series, prints: pd.Series, violating: np.ndarray, wai
 
 def gate(table: pd.DataFrame, identity: dict[str, Any], threshold: float, *, baseline: PreviousRun | None = None,
          tolerance: float = DEFAULT_TOLERANCE, waivers: list[Waiver] | None = None,
-         today: dt.date | None = None, decisions: pd.Series | None = None) -> GateOutcome:
+         today: dt.date | None = None, decisions: pd.Series | None = None,
+         rule: dict[str, Any] | None = None) -> GateOutcome:
     """The verdict of a pdtp run (``table``: row, [id], pdtp, fingerprint) with a baseline and/or waivers.
+
+    ``rule``: with ``decisions``, the :func:`decision_rule` they were made under (the baseline's must equal it).
 
     ``decisions`` (the replicate engine's ``violation`` column: True, False, undecided): the violating records
     are those decided above the threshold, and undecided ones keep the verdict from passing (waivers only).
@@ -234,7 +271,7 @@ def gate(table: pd.DataFrame, identity: dict[str, Any], threshold: float, *, bas
     absent: list = []
     if baseline is not None:
         check_comparable(identity, baseline, "--baseline")
-        check_decisions_baseline(baseline, decisions is not None)
+        check_decisions_baseline(baseline, decisions is not None, rule=rule)
         if decisions is not None:
             status, prev, absent = classify_decisions(now, baseline.table, decisions)
             was = int((baseline.table["violation"].astype(str) == "True").sum())

@@ -76,10 +76,12 @@ def read_gate_inputs(baseline: Path | None, waivers: Path | None, tolerance: flo
     )
 
 
-def check_before_work(prep: Any, gi: GateInputs, engine: str = "auto", replicates: bool = False) -> None:
+def check_before_work(prep: Any, gi: GateInputs, engine: str = "auto", replicates: bool = False,
+                      rule: dict[str, Any] | None = None) -> None:
     """Before the leave-one-out: ids unique (when records match by id), records matchable, the baseline
     comparable with this run and bound to its spec, estimator and engine (``engine``: the --engine choice;
-    ``replicates``: the run audits with the replicate engine, so the baseline must hold decisions too)."""
+    ``replicates``: the run audits with the replicate engine, so the baseline must hold decisions too, made
+    under ``rule``, this run's ``api.baseline.decision_rule``)."""
     from mptool.inputs.fingerprint import KEY_ENV, identity, run_key
 
     if gi.active and prep.train.ids is not None:
@@ -99,7 +101,7 @@ def check_before_work(prep: Any, gi: GateInputs, engine: str = "auto", replicate
         from mptool.loo import select_engine
 
         check_comparable(identity(prep.train, run_key(), prep.spec.output.bin_size), gi.baseline, "--baseline")
-        check_decisions_baseline(gi.baseline, replicates)
+        check_decisions_baseline(gi.baseline, replicates, rule=rule)
         name = "replicates" if replicates else select_engine(engine, prep.spec, prep.template).name
         check_bound(gi.baseline.summary, prep.spec.sha256(), prep.choice.name, name, str(gi.baseline.path),
                     "--baseline")
@@ -109,12 +111,12 @@ def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, g
     """The gate against the baseline/waivers; adds ``baseline_status`` (with a baseline) and ``waived`` to ``table``."""
     if not gi.active:
         return None
-    from mptool.api.baseline import gate
+    from mptool.api.baseline import gate, rule_of
     from mptool.outputs.report.verify import gate_label
 
     decisions = table["violation"] if summary.get("replicates") else None  # decided violations (replicates)
     outcome = gate(table, summary["identity"], threshold, baseline=gi.baseline, tolerance=gi.tolerance,
-                   waivers=gi.waivers, today=gi.today, decisions=decisions)
+                   waivers=gi.waivers, today=gi.today, decisions=decisions, rule=rule_of(summary))
     c = outcome.block["counts"]
     outcome.block["excused"] = c["violations"] - c["counted"]  # above the threshold, yet not counted
     raw = "fail" if c["violations"] else "undecided" if c.get("undecided") else "pass"

@@ -380,9 +380,11 @@ def pdtp(
     t_read = time.perf_counter()
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
     t_read = time.perf_counter() - t_read
-    from mptool.api.randomized import uses_replicates
+    from mptool.api.baseline import decision_rule
+    from mptool.api.randomized import ALPHA, uses_replicates
 
-    ci.check_before_work(prep, gate_inputs, engine, uses_replicates(prep, options))
+    rule = decision_rule(threshold, gate, error_control, 1 - ALPHA)
+    ci.check_before_work(prep, gate_inputs, engine, uses_replicates(prep, options), rule)
     check_randomized_flags(prep, options)
     for note in prep.notes:
         ui.warn(note)

@@ -57,7 +57,7 @@ _META = "meta.json"
 _FORMAT = 2
 _MAX_META_BYTES = 1 << 20
 _TASK = re.compile(r"task-([0-9]{5})-([0-9]{6})-([0-9a-f]{16})\.npz")
-_STAGE = re.compile(r"([a-z][a-z_]*)-([0-9]{9})-([0-9a-f]{16})\.npz")
+_STAGE = re.compile(r"([a-z][a-z_]*)-([0-9]{9,19})-([0-9a-f]{16})\.npz")
 _NOT_A_CHUNK = "not a checkpoint chunk as mptool writes it"
 _START_OVER = "mptool will not load it: rerun with --force and without --resume to start over"
 
