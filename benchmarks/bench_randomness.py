@@ -142,14 +142,14 @@ def kind_of(row: int | None, kinds: dict[str, list[int]]) -> str:
 
 
 def time_to_verdict(t: pd.DataFrame, kinds: dict[str, list[int]], models: list[str], replicates: str,
-                    budget: int | None) -> None:
+                    budget: int | None, control: str = "bh") -> None:
     """Issue 27 item 5: ``--fail-fast`` over every record of T, today's refit engine vs the replicate engine.
 
     Per model: the verdict line, wall and CPU seconds to it, the fits (refit: the refits run and the noise
     floor's; replicates: the engine's, plus the detection's), the load, and the replicate/refit ratio.
     """
     print(f"time to verdict: T = {len(t)} Adult records, every record audited with --fail-fast (risk order), "
-          f"jobs 2; replicates {replicates}, budget {budget}")
+          f"jobs 2; replicates {replicates}, budget {budget}, error control {control}")
     rows = []
     for name in models:
         spec, allow = spec_for(name), ("lightgbm",) if name == "lgbm" else ()
@@ -158,7 +158,7 @@ def time_to_verdict(t: pd.DataFrame, kinds: dict[str, list[int]], models: list[s
             load = os.getloadavg()[0]
             r, c, w = timed(lambda spec=spec, allow=allow, engine=engine: mptool.pdtp(
                 t, spec, engine=engine, jobs=2, allow_import=allow, fail_fast=True, replicates=replicates,
-                budget=budget if engine == "auto" else None))
+                budget=budget if engine == "auto" else None, error_control=control))
             s = r.summary
             if s.get("replicates"):
                 rep = s["replicates"]
@@ -193,6 +193,7 @@ def main() -> None:
     ap.add_argument("--nulls", type=int, default=GROUPS * NULLS_PER_GROUP, help=f"null records audited (at most "
                     f"{GROUPS * 12})")
     ap.add_argument("--time-to-verdict", action="store_true", help="instead: --fail-fast on every record of T")
+    ap.add_argument("--error-control", default="bh", help="replicate engine's error control with --time-to-verdict")
     ap.add_argument("--known-answer", type=int, default=0, metavar="DRAWS",
                     help="instead: the known-answer calibration over DRAWS seeds (tests/test_randomness.py)")
     ap.add_argument("--ka-params", default="", help="known-answer parameters, e.g. noise=2,memorise=3")
@@ -203,7 +204,7 @@ def main() -> None:
         return
     t, kinds = build_t(args.seed, min(args.canaries, CANARIES), args.random, args.nulls)
     if args.time_to_verdict:
-        time_to_verdict(t, kinds, args.models.split(","), args.replicates, args.budget)
+        time_to_verdict(t, kinds, args.models.split(","), args.replicates, args.budget, args.error_control)
         return
     records = sorted(kinds["null"] + kinds["canary"] + kinds["random"])
     print(f"T = {len(t)} Adult records; audited: {len(kinds['null'])} nulls (copies of records present 12 times), "
