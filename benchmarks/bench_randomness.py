@@ -13,7 +13,7 @@ bagging) is audited twice in one run on the same records: today's refit engine (
 with its default noise floor of 20 records) and the replicate engine (``--engine auto``, which detects
 the randomness), both with ``--jobs 2``. Prints, per model: flags among nulls / canaries / random
 records for both engines, the replicate engine's undecided counts, fits, CPU and wall time, the load,
-and the ratio of the two wall times. Power on ground truth: tests/test_randomness.py.
+and the ratios of the two wall and CPU times. Power on ground truth: tests/test_randomness.py.
 
 ``--time-to-verdict`` instead audits every record of T with ``--fail-fast`` (risk order), today's refit engine
 (its default noise floor) and the replicate engine, per model in one run, and prints each verdict line, the wall
@@ -23,7 +23,7 @@ replicate/refit, and what the first decided violation is (canary, null or other 
 Usage: python benchmarks/bench_randomness.py [--models nn,rf,lgbm] [--replicates 4:16] [--budget FITS]
        [--canaries K] [--random K] [--nulls K]   (a prefix of the same draws: fewer or, for random and
        nulls, more audited records of the same T)
-       python benchmarks/bench_randomness.py --time-to-verdict [--models ...] [--budget FITS]
+       python benchmarks/bench_randomness.py --time-to-verdict [--models ...] [--budget FITS] [--error-control bh]
        python benchmarks/bench_randomness.py --known-answer 10 --replicates 4:8   (calibration on ground truth)
 """
 
