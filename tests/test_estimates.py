@@ -120,3 +120,35 @@ def test_a_long_phase_prints_its_first_line_early(monkeypatch: pytest.MonkeyPatc
     with ui.progress(10, "quick", quiet=True) as advance:  # --quiet: nothing
         advance(10)
     assert len(err.getvalue().splitlines()) == len(lines)
+
+
+def test_the_randomness_check_reports_its_fits(tree_prep) -> None:
+    """The refits of the randomness check are a phase with a progress bar (a first line within 5 s)."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from mptool.api.randomized import RANDOMNESS_PHASE, detect_for
+    from mptool.loo.randomness import planned_fits
+
+    prep, _ = tree_prep
+    seen: list = []
+
+    @contextmanager
+    def progress(total: int, label: str):
+        seen.append([label, total, 0])
+        yield lambda n: seen[-1].__setitem__(2, seen[-1][2] + n)
+
+    found = detect_for(prep, SimpleNamespace(engine="auto"), progress).randomness
+    assert found is not None and found.randomized  # a forest: its seed changes A(T)
+    [(label, total, done)] = seen
+    assert label == RANDOMNESS_PHASE and total == 1 + planned_fits(prep.template)
+    assert done == 1 + 3  # A(T), as is, another seed, one row order (it changed A(T): no reverse order)
+
+
+def test_pdtp_prints_the_randomness_check_as_a_phase(tree_prep) -> None:
+    _, csv = tree_prep
+    spec = write_spec(csv.parent / "rf.yaml", "random_forest", model={"params": {"n_estimators": 3}})
+    res = run_cli("pdtp", csv, "--model", spec, "--records", "0", "--replicates", "4:4", "--jobs", "1",
+                  "--out", csv.parent / "out", "--force")
+    assert res.code in (0, 1), res.stderr
+    assert "[mptool] randomness check (A(T) refitted" in res.stderr

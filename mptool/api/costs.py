@@ -47,9 +47,8 @@ from mptool.api.pdtp import noise_floor_records
 from mptool.inputs.data import Records
 from mptool.inputs.prepare import fit_checked
 from mptool.loo import LooRequest, RefitEngine, min_records
-from mptool.loo.randomness import detect, seed_keys
+from mptool.loo.randomness import detect, planned_fits
 from mptool.loo.replicates import DEFAULT_MAX, DEFAULT_MIN, ReplicateEngine
-from mptool.privacy.noise import order_dependence
 from mptool.runtime.parallel import choose_workers, parallel_seconds, resolve_jobs
 
 #: Smallest subset of T a fit is timed on (k-NN: at least k + 1 records).
@@ -316,12 +315,6 @@ def time_exact(engine: Any, spec: Any, template: Any, fit: FitTime, classes: np.
     return ExactTime(setup * scale ** fit.exponent, per * scale, newton_batch(model, n) if newton else 0)
 
 
-def _randomness_fits(template: Any) -> int:
-    """Fits of the randomness check (:func:`mptool.loo.randomness.detect`) and the A(T) it compares with."""
-    known = order_dependence(template).dependent
-    return 2 + int(bool(seed_keys(template))) + (0 if known is False else 1 if known else 2)
-
-
 def will_randomize(template: Any, fit: FitTime, classes: np.ndarray, seed: int) -> bool:
     """Whether the randomness check will find A randomized, by running it on the largest timed subset and
     stopping at the first source it finds (:func:`mptool.loo.randomness.detect` with ``first=True``).
@@ -348,7 +341,7 @@ def pdtp_cost(
     phases = [Phase("start and reading the data", 0, read_s)] if read_s else []
     refits = isinstance(engine, RefitEngine) or isinstance(engine, ReplicateEngine)
     if refits and auto:
-        k = _randomness_fits(template)
+        k = 1 + planned_fits(template)  # the A(T) the check compares with, and the check's refits
         phases.append(Phase("randomness check", k, k * t_fit))
     phases.append(Phase("A(T)", 1, t_fit))
     if randomized:

@@ -145,8 +145,10 @@ def with_trained(prep: Prepared, trained: str | Path | None, allow_import: tuple
     return replace(prep, trained=compare_to_spec(shipped, prep.train.X, prep.classes, p_spec, prep.train.rows, numeric))
 
 
-def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = ()) -> Prepared:
-    """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec)."""
+def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = (),
+                 progress: Progress | None = None) -> Prepared:
+    """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec);
+    then the randomness check where the run needs it, its fits reported through ``progress``."""
     prep = prepare(data, spec, allow_import)
     prep = with_trained(prep, options.trained, allow_import)
     positions = select_positions(prep, options.records, options.sample)
@@ -157,7 +159,7 @@ def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tup
     if options.queries != "self" and policy_dict(spec.output.release):
         raise InputError("--queries measures the full probability vector; it cannot be combined with "
                          "output.release (remove one)")
-    return detect_for(prep, options)  # randomized training? (the replicate engine then audits)
+    return detect_for(prep, options, progress)  # randomized training? (the replicate engine then audits)
 
 
 def pdtp(
@@ -212,7 +214,7 @@ def pdtp(
         trained=None if trained is None else str(trained),
         replicates=replicates, budget=budget, error_control=error_control,
     )
-    prep = prepared or prepare_pdtp(data, spec, options, allow_import)
+    prep = prepared or prepare_pdtp(data, spec, options, allow_import, progress)
     key = run_key("pdtp", spec.sha256(), prep.train.sha256, options_dict(options))
     ckpt = checkpoint(key) if checkpoint else None
     with _run_context(backend, scheduler, jobs, ckpt, tasks=False):  # run_pdtp checkpoints per chunk itself

@@ -10,6 +10,8 @@ interval and a decision true / false / undecided (:mod:`mptool.privacy.influence
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -17,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.prepare import Prepared
-from mptool.loo.randomness import RTOL, detect, not_checked
+from mptool.loo.randomness import RTOL, detect, not_checked, planned_fits
 from mptool.loo.replicates import ReplicateEngine, ReplicatePlan, parse_replicates
 from mptool.privacy.dtp import bin_edge
 from mptool.privacy.influence import ALPHA, CONTROLS, UNDECIDED, counts
@@ -75,10 +77,12 @@ def choose_engine(prep: Prepared, options: Any, engine: Any, full_model: Any) ->
     return engine, not_checked(f"exact engine {engine.name}: computes the leave-one-out without refitting")
 
 
-def detect_for(prep: Prepared, options: Any) -> Prepared:
+def detect_for(prep: Prepared, options: Any, progress: Any = None) -> Prepared:
     """``prep`` with the randomness detected (``prep.randomness``) when the run will need it, else unchanged.
 
     Run by ``prepare_pdtp`` so that flags the replicate engine cannot honour are refused before the audit.
+    ``progress(total, label)`` (as :func:`mptool.runtime.ui.progress`) reports each fit: A(T) and the
+    refits of :func:`mptool.loo.randomness.detect` (a first line within 5 s of the start, like every phase).
     """
     from mptool.inputs.prepare import fit_checked
     from mptool.loo import select_engine
@@ -88,8 +92,20 @@ def detect_for(prep: Prepared, options: Any) -> Prepared:
     if options.engine == "auto" and select_engine("auto", prep.spec, prep.template).name != "refit":
         return prep
     T = prep.train
-    found = detect(prep.template, fit_checked(prep.template, T), T.X, T.y, prep.classes, prep.spec.seed)
+    with (progress or _silent)(1 + planned_fits(prep.template), RANDOMNESS_PHASE) as advance:
+        full_model = fit_checked(prep.template, T)
+        advance(1)
+        found = detect(prep.template, full_model, T.X, T.y, prep.classes, prep.spec.seed, advance=advance)
     return replace(prep, randomness=found)
+
+
+#: The progress label of the randomness check (docs/randomness.md section 1).
+RANDOMNESS_PHASE = "randomness check (A(T) refitted as is, with another seed, with rows permuted)"
+
+
+@contextmanager
+def _silent(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    yield lambda n: None
 
 
 def uses_replicates(prep: Prepared, options: Any) -> bool:

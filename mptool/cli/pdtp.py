@@ -374,7 +374,8 @@ def pdtp(
     names = ["pdtp.csv", "pdtp.json", *(["junit.xml"] if "junit" in formats else [])]
     out_dir = prepare_out_dir(out or default_out_dir("pdtp"), names, force, resume=resume, inputs=inputs)
     t_read = time.perf_counter()
-    prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
+    prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()),  # refusals before any progress line
+                        lambda n, label: ui.progress(n, label, quiet))
     t_read = time.perf_counter() - t_read
     ci.check_before_work(prep, gate_inputs, engine)
     check_randomized_flags(prep, options, gate_inputs, formats)

@@ -152,6 +152,14 @@ def not_checked(why: str) -> dict[str, Any]:
     return {"checked": False, "why": why}
 
 
+def planned_fits(template: Any) -> int:
+    """Fits :func:`detect` is expected to make before it runs: as is, another seed (if seeded), and one
+    row order for an estimator known to depend on the order, two (a permutation, its reverse) for one
+    not known, none for one known not to."""
+    known = order_dependence(template).dependent
+    return 1 + int(bool(seed_keys(template))) + (0 if known is False else 1 if known else 2)
+
+
 def detection_fits(template: Any, found: Randomness) -> int:
     """Fits :func:`detect` made for ``found``: as is, another seed (if seeded), a permutation (and its reverse)."""
     order = 0 if found.order_why else 1 if found.order else 2
