@@ -56,6 +56,9 @@ TIMING_RECORDS = 100
 #: CPU seconds the timed fits may take together before the time at |T| is extrapolated (the next size is
 #: fitted only when the last one's CPU time, scaled linearly, keeps the total within it).
 FIT_BUDGET_S = 2.0
+#: CPU seconds of the first timed fit below which it is fitted again (its first-call costs, lazy imports and
+#: caches, are then a visible part of it; a network's 1 s fit on 100 records is not fitted twice).
+WARM_UP_S = 0.5
 #: An exact engine's A(T) is fitted on all of T (its leave-one-out is timed on it) when one fit is extrapolated
 #: to take at most this many wall seconds.
 FULL_FIT_S = 10.0
@@ -188,15 +191,15 @@ def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: 
              full: bool = False) -> FitTime:
     """Wall seconds of one fit of ``template`` on all of T, measured or extrapolated (module docstring).
 
-    The first size is fitted twice (the first fit also pays first-call costs; the faster
-    counts), larger sizes once, each four times the last (all of T when that reaches half of
-    T: 400 then 1,797 records, not 1,600 and 1,797). The next size is fitted while the CPU time
-    of the timing stays within ``budget``, the next fit's CPU time predicted from the last as
-    the square root of the size ratio (fits on small subsets pay fixed costs and, for logistic
-    regression, more iterations: 0.4 s of CPU on 100 Adult records, 0.8 s on 1,000); CPU, not
-    wall, so the work ``check`` does stays the same on a loaded machine. ``full`` (an exact
-    engine, whose leave-one-out is timed on A(T)): all of T is fitted last when the time
-    extrapolated to it is at most :data:`FULL_FIT_S`.
+    The first size is fitted twice when its first fit took under :data:`WARM_UP_S` of CPU (that
+    fit also pays first-call costs; the faster counts), larger sizes once, each four times the
+    last (all of T when that reaches half of T: 400 then 1,797 records, not 1,600 and 1,797).
+    The next size is fitted while the CPU time of the timing stays within ``budget``, the next
+    fit's CPU time predicted from the last as the square root of the size ratio (fits on small
+    subsets pay fixed costs and, for logistic regression, more iterations: 0.4 s of CPU on 100
+    Adult records, 0.8 s on 1,000); CPU, not wall, so the work ``check`` does stays the same on
+    a loaded machine. ``full`` (an exact engine, whose leave-one-out is timed on A(T)): all of
+    T is fitted last when the time extrapolated to it is at most :data:`FULL_FIT_S`.
 
     From two sizes or more the time grows from the largest with the measured exponent when it is
     1 to 2; below 1 (a fixed cost: a forest of 50 trees takes as long on 100 records as on 1,000)
@@ -205,11 +208,12 @@ def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: 
     """
     size = min(T.n, max(TIMING_RECORDS, min_records(template)))
     sub = subset(T, size, seed, classes)
-    t1, c1, model = _timed_fit(template, sub)  # pays first-call costs (lazy imports, caches): a warm-up
-    t, c, model = _timed_fit(template, sub)
-    t = min(t, t1)
+    t, c, model = _timed_fit(template, sub)  # pays first-call costs (lazy imports, caches): a warm-up
+    spent = c
+    if c < WARM_UP_S:  # first-call costs matter: fitted again, the faster counts
+        t1, c, model = _timed_fit(template, sub)
+        t, spent = min(t, t1), spent + c
     sizes = [(sub.n, t)]
-    spent = c1 + c
     while sub.n < T.n:
         nxt = T.n if 8 * sub.n >= T.n else 4 * sub.n
         if spent + c * (nxt / sub.n) ** 0.5 > budget:
