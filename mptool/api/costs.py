@@ -188,7 +188,7 @@ def _extrapolated(sizes: list[tuple[int, float]], model: Any, sub: Records, n: i
 
 
 def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: float = FIT_BUDGET_S,
-             full: bool = False) -> FitTime:
+             full: bool = False, reserve: int = 0) -> FitTime:
     """Wall seconds of one fit of ``template`` on all of T, measured or extrapolated (module docstring).
 
     The first size is fitted twice when its first fit took under :data:`WARM_UP_S` of CPU (that
@@ -199,7 +199,9 @@ def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: 
     subsets pay fixed costs and, for logistic regression, more iterations: 0.4 s of CPU on 100
     Adult records, 0.8 s on 1,000); CPU, not wall, so the work ``check`` does stays the same on
     a loaded machine. ``full`` (an exact engine, whose leave-one-out is timed on A(T)): all of
-    T is fitted last when the time extrapolated to it is at most :data:`FULL_FIT_S`.
+    T is fitted last when the time extrapolated to it is at most :data:`FULL_FIT_S`. ``reserve``:
+    fits the caller will make on the largest subset afterwards (the dry run's randomness check),
+    counted in the budget.
 
     From two sizes or more the time grows from the largest with the measured exponent when it is
     1 to 2; below 1 (a fixed cost: a forest of 50 trees takes as long on 100 records as on 1,000)
@@ -216,7 +218,7 @@ def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: 
     sizes = [(sub.n, t)]
     while sub.n < T.n:
         nxt = T.n if 8 * sub.n >= T.n else 4 * sub.n
-        if spent + c * (nxt / sub.n) ** 0.5 > budget:
+        if spent + (1 + reserve) * c * (nxt / sub.n) ** 0.5 > budget:
             break
         sub = subset(T, nxt, seed, classes)
         t, c, model = _timed_fit(template, sub)
