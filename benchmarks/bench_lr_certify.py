@@ -77,26 +77,26 @@ def block_bound(X: np.ndarray, blocks: list[tuple[int, int]], Delta: np.ndarray)
     return tot + np.abs(Delta[:, const].sum(axis=1) + off)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", default="all")
-    ap.add_argument("--sample", type=int, default=200)
-    args = ap.parse_args()
-    c0, w0 = time.process_time(), time.perf_counter()
+def adult_lr(records: str) -> linear._Setup:
+    """The config adult-lr's T (``records`` rows, ``all`` = 45,222) with A(T)'s exact optimum."""
     raw = yaml.safe_load(config("adult-lr.yaml").read_text())
-    raw["data"]["train_size"] = None if args.records == "all" else int(args.records)
+    raw["data"]["train_size"] = None if records == "all" else int(records)
     prep = prepare(ADULT_CSV, parse_spec(raw))
     full = fit_checked(prep.template, prep.train)
     req = LooRequest(prep.spec, prep.template, prep.train, full, prep.classes, np.arange(prep.train.n), 1)
     st = linear._setup(req)
-    opt, prob = st.opt, st.opt.prob
-    X, y, theta = prob.X, prob.y, opt.U[0]
-    n, D = X.shape
-    assert prob.m == 1 and prob.intercept, "the adult-lr config: binary with intercept"
-    pos = np.linspace(0, n - 1, args.sample).astype(np.int64)
-    pen_t, shift = linear._penalty_shift(st, pos)
+    assert st.opt.prob.m == 1 and st.opt.prob.intercept, "the adult-lr config: binary with intercept"
+    return st
 
-    passes = []  # the engine's own passes, counted
+
+def counted_optima(
+    st: linear._Setup, sample: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, float]:
+    """For ``sample`` records spread evenly over T: positions, penalties, shifts, the engine's
+    exact Delta* = theta_{-t} - theta (b, D), its gradient passes per record and its CPU seconds."""
+    pos = np.linspace(0, len(st.opt.prob.X) - 1, sample).astype(np.int64)
+    pen_t, shift = linear._penalty_shift(st, pos)
+    passes: list[int] = []
     real = newton.loo_gradient
 
     def counting(o, U, p, pt, sh, work=None):  # type: ignore[no-untyped-def]
@@ -104,11 +104,26 @@ def main() -> None:
         return real(o, U, p, pt, sh, work)
 
     newton.loo_gradient = counting
-    c1 = time.process_time()
-    Ustar = newton.loo_optima(opt, pos, pen_t, shift)[:, 0, :]
-    engine_cpu = time.process_time() - c1
-    newton.loo_gradient = real
-    Dstar = Ustar - theta
+    c = time.process_time()
+    try:
+        U = newton.loo_optima(st.opt, pos, pen_t, shift)
+    finally:
+        newton.loo_gradient = real
+    return pos, pen_t, shift, U[:, 0, :] - st.opt.U[0], sum(passes) / len(pos), time.process_time() - c
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", default="all")
+    ap.add_argument("--sample", type=int, default=200)
+    args = ap.parse_args()
+    c0, w0 = time.process_time(), time.perf_counter()
+    st = adult_lr(args.records)
+    opt, prob = st.opt, st.opt.prob
+    X, y, theta = prob.X, prob.y, opt.U[0]
+    n, D = X.shape
+    pos, pen_t, shift, Dstar, today, engine_cpu = counted_optima(st, args.sample)
+    real = newton.loo_gradient
 
     init = newton.InitialInverse.build(opt, pos, pen_t, shift)
     own, _ = newton._own_terms(opt, np.broadcast_to(opt.U, (len(pos), 1, D)), X[pos], y[pos])
@@ -142,7 +157,7 @@ def main() -> None:
         return nx * np.exp(2 * M) * M**2 / 6 * nD
 
     print(f"T: {n} records, D = {D}; sample of {len(pos)} records; the engine's passes per record: "
-          f"{sum(passes) / len(pos):.2f} ({engine_cpu:.2f} CPU s)")
+          f"{today:.2f} ({engine_cpu:.2f} CPU s)")
     print(f"one-step update, logit error: {quantiles(err1)}; <= 1e-9 for {np.mean(err1 <= 1e-9):.1%}")
     print(f"second-order model (T3), logit error: {quantiles(err2)}; <= 1e-9 for {np.mean(err2 <= 1e-9):.1%}")
     f = {}
@@ -166,7 +181,6 @@ def main() -> None:
         W @ T3
         tc.append(time.process_time() - c)
     pass_s, con_s = min(tp), min(tc)
-    today = sum(passes) / len(pos)
     best = f["M by one-hot blocks (O(D))"]
     route = 2 * con_s / pass_s + (1 - best) * 1.0
     print(f"one pass for {b} records {pass_s:.3f} CPU s, one T3 contraction {con_s:.4f} CPU s "

@@ -242,7 +242,7 @@ def test_replicates_engine_refused_outside_pdtp(tmp_path: Path, mixed_csv: Path)
         mptool.reduce_dtp(mixed_csv, spec, engine="replicates")
 
 
-# rnd-6 (--baseline refused for randomized training; --waivers now work): tests/test_replicates_waivers.py
+# rnd-6 (--trained refused for randomized training; --baseline compares decisions: tests/test_replicates_baseline.py)
 
 
 def test_undecided_fails_closed_in_junit_and_noise_floor_is_deprecated(tmp_path: Path) -> None:

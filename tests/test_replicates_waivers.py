@@ -1,4 +1,4 @@
-"""``--waivers`` with the replicate engine; ``--baseline`` refused (issue 27 item 6, loose end 4).
+"""``--waivers`` with the replicate engine (issue 27 item 6, loose end 4; ``--baseline``: test_replicates_baseline.py).
 
 A waiver excuses a record *decided* above the threshold beyond the training randomness; an
 undecided record is never waived, so it keeps the verdict "not established" (exit 1). The
@@ -86,16 +86,3 @@ def test_undecided_records_are_never_waived(data, decided, monkeypatch) -> None:
     block = doc["summary"]["baseline"]
     assert res.code == 1 and block["verdict"] == "undecided" and block["counts"]["undecided"] > 0
     assert "gate not established" in res.stdout and "<failure" in (d / "open" / "junit.xml").read_text()
-
-
-def test_baseline_is_refused_for_randomized_training(data, monkeypatch) -> None:  # rnd-6
-    monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", "rnd-6")
-    d, spec = data
-    old = run_cli("pdtp", d / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", d / "refit", "--jobs", "1",
-                  "--engine", "refit", "--noise-floor", "0", "-q")
-    assert old.code == 1
-    out = d / "refused"
-    res = run_cli("pdtp", d / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", out, "--jobs", "1",
-                  "--baseline", d / "refit")
-    assert res.code == 2 and "--baseline cannot be used when training is randomized" in res.stderr
-    assert not (out / "pdtp.csv").exists()

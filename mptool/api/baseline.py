@@ -17,6 +17,15 @@ A waiver takes a record out of the count until its expiry date (inclusive). From
 day the record counts again: an expired waiver on a violating record is a finding (exit 1)
 with a warning line naming the waiver; an expired waiver on a record that no longer violates
 is only a warning (remove it). Without a baseline, waivers apply to every violating record.
+
+Randomized training (the replicate engine, docs/randomness.md): a baseline of *decisions*. The
+baseline must be a replicate run too, and records are classified by their decisions (``True``,
+``False``, ``undecided``), not by a PDTP rise: ``new`` is decided above now and not decided
+above in the baseline (or not in it); ``unchanged`` decided above in both; ``fixed`` decided
+above in the baseline and decided *below* now. A baseline violator now undecided is neither
+fixed nor counted: it is undecided, and undecided records never let the gate pass. No record is
+``worse`` (a decided violation has no "worse" by its estimate's rise), and the tolerance is
+not used.
 """
 
 from __future__ import annotations
@@ -102,6 +111,11 @@ def check_comparable(current: dict[str, Any], previous: PreviousRun, flag: str) 
         )
 
 
+def _numbered(keys: pd.Series) -> pd.Series:
+    """Match keys made unique: duplicate keys (identical records without an id) numbered in order of occurrence."""
+    return keys + "#" + keys.groupby(keys).cumcount().astype(str)
+
+
 def classify(
     now: pd.DataFrame, before: pd.DataFrame, threshold: float, tolerance: float
 ) -> tuple[pd.Series, pd.Series, list]:
@@ -111,10 +125,7 @@ def classify(
     Duplicate keys (identical records without an id) are matched in order of occurrence:
     identical records have the same PDTP, so the order does not matter.
     """
-    def numbered(keys: pd.Series) -> pd.Series:
-        return keys + "#" + keys.groupby(keys).cumcount().astype(str)
-
-    now_keys, before_keys = numbered(now["key"]), numbered(before["key"])
+    now_keys, before_keys = _numbered(now["key"]), _numbered(before["key"])
     old = pd.Series(before["pdtp"].to_numpy(), index=before_keys.to_numpy())
     prev = now_keys.map(old)
     p = now["pdtp"].to_numpy(dtype=float)
@@ -129,6 +140,46 @@ def classify(
     status[~is_ & was] = "fixed"
     gone = before[(before["pdtp"] > threshold).to_numpy() & ~before_keys.isin(set(now_keys)).to_numpy()]
     return pd.Series(status, index=now.index), prev.astype(float), gone["key"].tolist()
+
+
+def classify_decisions(
+    now: pd.DataFrame, before: pd.DataFrame, decisions: pd.Series
+) -> tuple[pd.Series, pd.Series, list]:
+    """As :func:`classify` for the replicate engine: statuses from this run's ``decisions`` (True, False,
+    undecided) and the baseline's ``violation`` column (module docstring), never from a PDTP rise.
+
+    Identical records (one key) have the same distribution of influence, so their order does not matter.
+    """
+    now_keys, before_keys = _numbered(now["key"]), _numbered(before["key"])
+    was_above = pd.Series((before["violation"].astype(str) == "True").to_numpy(), index=before_keys.to_numpy())
+    prev = now_keys.map(pd.Series(before["pdtp"].to_numpy(dtype=float), index=before_keys.to_numpy()))
+    was = now_keys.map(was_above).fillna(False).to_numpy(dtype=bool)
+    is_ = np.array([v is True for v in decisions], dtype=bool)
+    below = np.array([v is False for v in decisions], dtype=bool)
+    status = np.full(len(now), "", dtype=object)
+    status[is_ & ~was] = "new"
+    status[is_ & was] = "unchanged"
+    status[below & was] = "fixed"
+    gone = was_above.to_numpy() & ~before_keys.isin(set(now_keys)).to_numpy()
+    return pd.Series(status, index=now.index), prev.astype(float), before["key"][gone].tolist()
+
+
+def check_decisions_baseline(previous: PreviousRun, replicates: bool, flag: str = "--baseline") -> None:
+    """InputError unless the baseline and this run judge records the same way: both by decisions beyond the
+    training randomness (replicate engine) or both by single-refit or exact PDTP (every other engine)."""
+    then = isinstance(previous.summary.get("replicates"), dict)
+    if then == replicates:
+        if then and "violation" not in previous.table:
+            raise InputError(f"{previous.path}: {flag} is a replicate-engine run without a 'violation' column in its "
+                             "records; its decisions cannot be compared: rerun it with this mptool")
+        return
+    rep = "a replicate-engine run (decided violations)"
+    single = "a run of PDTP above the threshold (refit or exact engine)"
+    was, now = (rep, single) if then else (single, rep)
+    raise InputError(
+        f"{previous.path}: {flag} is {was}, this run is {now}: the two cannot be compared; use a baseline made "
+        "with the same engine (--engine, or the detection of training randomness, chose another)"
+    )
 
 
 def _waiver_state(keys: pd.Series, prints: pd.Series, violating: np.ndarray, waivers: list[Waiver],
@@ -177,18 +228,23 @@ def gate(table: pd.DataFrame, identity: dict[str, Any], threshold: float, *, bas
     violating = now["pdtp"].to_numpy() > threshold
     undecided = 0
     if decisions is not None:
-        if baseline is not None:
-            raise ValueError("gate: a baseline compares single-refit PDTP; not with replicate decisions")
         violating = np.array([v is True for v in decisions], dtype=bool)
         undecided = sum(1 for v in decisions if isinstance(v, str))
     block: dict[str, Any] = {"threshold": threshold, "matched_by": "id" if identity.get("id") else "fingerprint"}
     absent: list = []
     if baseline is not None:
         check_comparable(identity, baseline, "--baseline")
-        status, prev, absent = classify(now, baseline.table, threshold, tolerance)
+        check_decisions_baseline(baseline, decisions is not None)
+        if decisions is not None:
+            status, prev, absent = classify_decisions(now, baseline.table, decisions)
+            was = int((baseline.table["violation"].astype(str) == "True").sum())
+        else:
+            status, prev, absent = classify(now, baseline.table, threshold, tolerance)
+            was = int((baseline.table["pdtp"] > threshold).sum())
         block.update({"path": str(baseline.path), "tolerance": tolerance,
-                      "baseline_max": baseline.summary.get("max"),
-                      "baseline_violations": int((baseline.table["pdtp"] > threshold).sum())})
+                      "baseline_max": baseline.summary.get("max"), "baseline_violations": was})
+        if decisions is not None:
+            block["compares"] = "decisions"  # decided violations beyond the training randomness, no tolerance
     else:
         status = pd.Series(np.where(violating, "new", ""), dtype=object)
         prev = pd.Series(np.nan, index=now.index)

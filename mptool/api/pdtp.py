@@ -363,8 +363,8 @@ def run_pdtp(
 ) -> PdtpOutcome:
     """Compute PDTP for the chosen records of T; ``progress(total, label)`` yields ``advance(n)``.
 
-    ``checkpoint`` (a :class:`mptool.runtime.checkpoint.Checkpoint`) lets the refit engine save
-    finished chunks and skip those an interrupted run already saved (``--resume``).
+    ``checkpoint`` (a :class:`mptool.runtime.checkpoint.Checkpoint`) lets the refit and the replicate
+    engines save finished chunks and skip those an interrupted run already saved (``--resume``).
     """
     t0 = time.perf_counter()
     spec, T = prep.spec, prep.train
@@ -509,8 +509,8 @@ def run_randomized(
             table["above_noise_floor"] = above
     t_noise = time.perf_counter() - t_noise
     if options.queries != "self":
-        notes.append("--queries: not computed with the replicate engine (one refit per query set measures the "
-                     "training randomness as much as the record)")
+        notes.append("--queries: not computed with the replicate engine (a maximum over query points of replicate "
+                     "means is biased upward by the training randomness: no lower bound; docs/randomness.md section 4)")
     table["fingerprint"] = fingerprints(T.take(positions), key)
     done = np.isfinite(table["pdtp"].to_numpy(dtype=float))  # a spent --budget leaves records unevaluated
     summary: dict[str, Any] = summarize(table["pdtp"][done], options.threshold, table["pdtp_raw"][done], options.gate)

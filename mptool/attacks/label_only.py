@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool.attacks.shadows import pool_member_rows, rng_for
+from mptool.attacks.shadows import pool_member_rows, resample_features, rng_for
 from mptool.inputs.models import fit, proba_in
 from mptool.runtime import signals
 from mptool.runtime.parallel import chunk_positions, run_tasks
@@ -54,20 +54,7 @@ TAG_LABEL_ONLY = 131
 
 def noisy_copies(X: pd.DataFrame, tpos: np.ndarray, copies: int, fraction: float, seed: int) -> pd.DataFrame:
     """``copies`` perturbed copies of each record of D at ``tpos`` (target-major order, module docstring)."""
-    rng = rng_for(seed, TAG_LABEL_ONLY)
-    n, m = X.shape
-    pick = np.repeat(tpos, copies)
-    out = X.iloc[pick].reset_index(drop=True).copy()
-    n_change = max(1, int(round(fraction * m)))
-    change = np.argsort(rng.random((len(pick), m)), axis=1)[:, :n_change]
-    for j, name in enumerate(X.columns):
-        rows = np.flatnonzero((change == j).any(axis=1))
-        if rows.size:
-            values = X[name].to_numpy()
-            col = out[name].to_numpy().copy()
-            col[rows] = values[rng.integers(0, n, size=rows.size)]
-            out[name] = col
-    return out
+    return resample_features(X, np.repeat(tpos, copies), fraction, rng_for(seed, TAG_LABEL_ONLY))
 
 
 def label_chunk(

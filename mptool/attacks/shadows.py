@@ -262,9 +262,21 @@ def synthesize(
             cols[name] = col
         return pd.DataFrame(cols, columns=X.columns), labels
     pick = rng.integers(0, n, size=size)
+    return resample_features(X, pick, fraction, rng), y[pick]
+
+
+def resample_features(X: pd.DataFrame, pick: np.ndarray, fraction: float, rng: np.random.Generator) -> pd.DataFrame:
+    """Copies of the records of D at ``pick``, in each a fraction ``fraction`` of the features (at
+    least one, chosen uniformly) replaced by a value drawn from that feature's marginal over D.
+
+    Shokri et al.'s noisy shadow data (section V-C) and the label-only attack's perturbed queries
+    (Choquette-Choo et al., section 4) both draw from this; the draws from ``rng`` come in one fixed
+    order (the feature choice, then one column at a time), so a seed gives the same copies.
+    """
+    n, m = X.shape
     out = X.iloc[pick].reset_index(drop=True).copy()
     n_change = max(1, int(round(fraction * m)))
-    change = np.argsort(rng.random((size, m)), axis=1)[:, :n_change]
+    change = np.argsort(rng.random((len(pick), m)), axis=1)[:, :n_change]
     for j, name in enumerate(X.columns):
         rows = np.flatnonzero((change == j).any(axis=1))
         if rows.size:
@@ -272,7 +284,7 @@ def synthesize(
             col = out[name].to_numpy().copy()
             col[rows] = values[rng.integers(0, n, size=rows.size)]
             out[name] = col
-    return out, y[pick]
+    return out
 
 
 def synthetic_chunk(

@@ -76,9 +76,10 @@ def read_gate_inputs(baseline: Path | None, waivers: Path | None, tolerance: flo
     )
 
 
-def check_before_work(prep: Any, gi: GateInputs, engine: str = "auto") -> None:
+def check_before_work(prep: Any, gi: GateInputs, engine: str = "auto", replicates: bool = False) -> None:
     """Before the leave-one-out: ids unique (when records match by id), records matchable, the baseline
-    comparable with this run and bound to its spec, estimator and engine (``engine``: the --engine choice)."""
+    comparable with this run and bound to its spec, estimator and engine (``engine``: the --engine choice;
+    ``replicates``: the run audits with the replicate engine, so the baseline must hold decisions too)."""
     from mptool.inputs.fingerprint import KEY_ENV, identity, run_key
 
     if gi.active and prep.train.ids is not None:
@@ -93,13 +94,15 @@ def check_before_work(prep: Any, gi: GateInputs, engine: str = "auto") -> None:
             "to one secret for every run (a CI secret), or data.id in the spec"
         )
     if gi.baseline is not None:
-        from mptool.api.baseline import check_comparable
+        from mptool.api.baseline import check_comparable, check_decisions_baseline
         from mptool.inputs.signature import check_bound
         from mptool.loo import select_engine
 
         check_comparable(identity(prep.train, run_key(), prep.spec.output.bin_size), gi.baseline, "--baseline")
-        check_bound(gi.baseline.summary, prep.spec.sha256(), prep.choice.name,
-                    select_engine(engine, prep.spec, prep.template).name, str(gi.baseline.path), "--baseline")
+        check_decisions_baseline(gi.baseline, replicates)
+        name = "replicates" if replicates else select_engine(engine, prep.spec, prep.template).name
+        check_bound(gi.baseline.summary, prep.spec.sha256(), prep.choice.name, name, str(gi.baseline.path),
+                    "--baseline")
 
 
 def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, gi: GateInputs) -> GateOutcome | None:
@@ -138,6 +141,10 @@ def gate_line(outcome: GateOutcome) -> str:
     if "undecided" in c:  # the replicate engine: decided violations; undecided records are never waived
         what = "decided above the threshold"
         parts = f"{c['violations']} decided above the threshold; {c['waived']} waived; {c['undecided']} undecided"
+        if "new" in c:  # a baseline of decisions: new and fixed by decision, no "worse" (api/baseline.py)
+            what = "newly decided above the threshold (not decided above in the baseline)"
+            absent = f", {c['absent']} absent" if c["absent"] else ""
+            parts = f"{c['new']} new, {c['unchanged']} unchanged, {c['fixed']} fixed{absent}; {parts}"
     if outcome.verdict == "fail":
         return f"gate FAILED: {c['counted']} record(s) {what} and not waived ({parts})"
     if outcome.verdict == "undecided":
@@ -148,7 +155,8 @@ def gate_line(outcome: GateOutcome) -> str:
         from mptool.outputs.report.verify import gate_label
 
         label = gate_label({"verdict": "fail", "baseline": outcome.block})
-        return (f"gate passed ({label}): {excused} record(s) above the threshold excused; no record {what} "
+        above = "decided above" if "undecided" in c else "above"
+        return (f"gate passed ({label}): {excused} record(s) {above} the threshold excused; no record {what} "
                 f"that is not waived ({parts})")
     return f"gate passed: no record {what} that is not waived ({parts})"
 
@@ -173,7 +181,9 @@ def evidence(summary: dict[str, Any], outcome: GateOutcome | None = None) -> lis
     if outcome is not None:
         if "path" in outcome.block:
             block = outcome.block
-            lines.append(f"compared with the baseline {block['path']} (tolerance {block['tolerance']:g})")
+            how = ("its decisions beyond the training randomness" if block.get("compares") == "decisions"
+                   else f"tolerance {block['tolerance']:g}")
+            lines.append(f"compared with the baseline {block['path']} ({how})")
         if outcome.block["counts"]["waived"]:
             lines.append(f"{outcome.block['counts']['waived']} record(s) waived (--waivers)")
         if "path" in outcome.block or outcome.block.get("excused"):
@@ -189,8 +199,9 @@ def print_gate(outcome: GateOutcome, id_column: bool, quiet: bool) -> None:
         from mptool.outputs.junit import record_lines
 
         if "path" in outcome.block:
-            ui.echo(f"baseline {outcome.block['path']} (matched by {outcome.block['matched_by']}, "
-                    f"tolerance {outcome.block['tolerance']:g})")
+            how = ("decisions compared" if outcome.block.get("compares") == "decisions"
+                   else f"tolerance {outcome.block['tolerance']:g}")
+            ui.echo(f"baseline {outcome.block['path']} (matched by {outcome.block['matched_by']}, {how})")
         recs = outcome.block["records"]
         for status in ("new", "worse", "fixed"):
             listed = recs.get(status) or []
@@ -218,7 +229,8 @@ def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcom
     name = f"DTP-1: every audited record's {'raw ' if col == 'pdtp_raw' else ''}PDTP <= {summary['threshold']:g}"
     if outcome is not None:
         counted = outcome.block["records"]["counted"]
-        name += " (new or worse than the baseline, not waived)" if "path" in outcome.block else " (not waived)"
+        name += (" (not decided above in the baseline, not waived)" if outcome.block.get("compares") == "decisions"
+                 else " (new or worse than the baseline, not waived)" if "path" in outcome.block else " (not waived)")
         message = ui.safe_line(gate_line(outcome), None)
     else:
         above = table["violation"].map(lambda v: v is True) if summary.get("replicates") else table[col] > summary[

@@ -295,7 +295,8 @@ another seed and with T's rows permuted; when a prediction changes it audits wit
 (docs/randomness.md): pdtp is then the PDTP of the expected prediction, violation is True,
 False or undecided (exit 1 unless every record is decided below), and pdtp_low, pdtp_high,
 replicates and sd_full are added; --replicates MIN:MAX, --budget FITS and --error-control set it.
-There --waivers excuse records decided above (never undecided ones); --baseline is refused.
+There --waivers excuse records decided above (never undecided ones), and --baseline compares
+decisions with a replicate run's (new: decided above now, not then; fixed: decided below now).
 
 With --baseline, only records new or worse than the baseline run count (exit 1); with
 --waivers, waived records do not count until their waiver expires; pdtp.json then has a
@@ -377,8 +378,10 @@ def pdtp(
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()),  # refusals before any progress line
                         lambda n, label: ui.progress(n, label, quiet))
     t_read = time.perf_counter() - t_read
-    ci.check_before_work(prep, gate_inputs, engine)
-    check_randomized_flags(prep, options, gate_inputs, formats)
+    from mptool.api.randomized import uses_replicates
+
+    ci.check_before_work(prep, gate_inputs, engine, uses_replicates(prep, options))
+    check_randomized_flags(prep, options)
     for note in prep.notes:
         ui.warn(note)
     start = f"training set T: {prep.train.n} records from {data_path}; estimator {spec.model.estimator}"
@@ -401,22 +404,19 @@ def pdtp(
                        startup_cpu, show_values)
 
 
-def check_randomized_flags(prep: Any, options: Any, gate_inputs: Any, formats: tuple[str, ...]) -> None:
-    """Refuse, before the audit, what the replicate engine cannot honour: --baseline and --trained.
+def check_randomized_flags(prep: Any, options: Any) -> None:
+    """Refuse, before the audit, what the replicate engine cannot honour: --trained.
 
-    The baseline gate compares single-refit PDTP across runs (a decided violation has no
-    "worse" by a PDTP rise); a shipped model is one draw of a randomized A, not A. ``--waivers``
-    work: a waiver excuses a record decided above the threshold; undecided records are never
-    waived, so they keep the verdict "not established".
+    A shipped model is one draw of a randomized A, not A. ``--waivers`` work: a waiver excuses a
+    record decided above the threshold; ``--baseline`` compares decisions with a replicate run's
+    (:mod:`mptool.api.baseline`); undecided records are never waived nor passed, so they keep the
+    verdict "not established".
     """
     from mptool.api.randomized import uses_replicates
 
     if not uses_replicates(prep, options):
         return
     why = "--engine replicates" if options.engine == "replicates" else "training is randomized (replicate engine)"
-    if gate_inputs.baseline is not None:
-        raise InputError(f"--baseline cannot be used when {why}: it compares single-refit PDTP across runs; "
-                         "drop it (--waivers work: they name decided violations), or use --engine refit")
     if options.trained is not None:
         raise InputError(f"--trained cannot be used when {why}: a shipped model is one draw of the randomized "
                          "training, not A(T); drop --trained")
@@ -476,7 +476,7 @@ def finish_pdtp(
         cases = ci.pdtp_cases(summary, table, outcome)
         files.append(ci.junit_file("mptool pdtp", cases, summary["timings"]["total_s"]))
     write_files(out_dir, files)
-    opener.finish("record(s)")
+    opener.finish("fit(s)" if result.summary.get("replicates") else "record(s)")
     print_pdtp_summary(dict(result.summary), published(result.table, show_values), quiet)
     if outcome is not None:
         ci.print_gate(outcome, bool(summary["identity"].get("id")), quiet)

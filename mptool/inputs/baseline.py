@@ -130,6 +130,9 @@ def _records_table(records: Any, where: str, id_column: str | None, keyed: bool 
         if not isinstance(rec, dict):
             raise InputError(f"{where}: record {i} is not an object")
         pdtp, key = rec.get("pdtp"), rec.get(key_field)
+        if pdtp is None and str(rec.get("violation")) == "undecided":
+            raise InputError(f"{where}: record {i} was left unevaluated by a spent --budget (replicate engine); a run "
+                             "with unevaluated records cannot be compared: rerun it with a larger --budget or none")
         if isinstance(pdtp, bool) or not isinstance(pdtp, int | float) or not math.isfinite(pdtp) or pdtp < 0:
             raise InputError(f"{where}: record {i} has no finite, non-negative 'pdtp' (got {ui.excerpt(repr(pdtp))})")
         if not keyed and not id_column:

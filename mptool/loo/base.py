@@ -28,7 +28,8 @@ class LooRequest:
     positions: np.ndarray  # positions in T of the records to evaluate
     jobs: int = 1
     backend: str = "loky"
-    checkpoint: Any = None  # mptool.runtime.checkpoint.Checkpoint: save finished chunks, skip saved ones (refit)
+    # mptool.runtime.checkpoint.Checkpoint: save finished chunks, skip saved ones (refit and replicate engines)
+    checkpoint: Any = None
     # Refit engine only (exact engines compute every record at once and ignore these):
     order: str = "row"  # "risk": refit the records the screen (loo/screen.py) ranks riskiest first
     # --fail-fast: stop_on(p_full, p_loo) -> bool per record, True for a confirmed violator;

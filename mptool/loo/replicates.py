@@ -13,6 +13,14 @@ Sequential: every record starts with ``MIN`` replicates; records still undecided
 budget of fits lasts. With ``--fail-fast`` the records are evaluated in risk order in batches of
 1, 2, 4, ... records and the run stops at the first decided violation. Batches, replicates and
 decisions depend only on the spec's seed and the data, never on ``--jobs``.
+
+Checkpoint (``--resume``): each finished task is saved in the run's checkpoint as it arrives
+(:class:`mptool.runtime.checkpoint.Checkpoint`, the stage chunks the refit engine uses): a
+replicate r of A(T) (stage :data:`FULL_STAGE`, item r) and a chunk of (t, r) pairs of A(T minus t)
+(stage :data:`LOO_STAGE`, item t * :data:`PAIR_BASE` + r), raw probabilities before any release
+policy. A resumed run makes the same looks in the same order (every choice is seeded, and the
+budget counts the fits taken from the checkpoint as fits) and takes each saved fit instead of
+refitting it, so its results are those of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -39,6 +47,10 @@ from mptool.runtime.parallel import chunk_positions, run_tasks
 
 #: Replicates per record by default: start with MIN, double up to MAX.
 DEFAULT_MIN, DEFAULT_MAX = 4, 32
+#: Checkpoint stages: replicates of A(T) (item r) and of A(T minus t) (item t * PAIR_BASE + r, t a position in T).
+FULL_STAGE, LOO_STAGE = "replicates_full", "replicates_loo"
+#: More than any replicate index (MAX <= 1024, :func:`parse_replicates`): pairs (t, r) as one checkpoint item.
+PAIR_BASE = 1024
 
 
 @dataclass(frozen=True)
@@ -156,6 +168,24 @@ class _State:
         self.have = np.zeros(n, dtype=np.int64)
         self.p_violation = np.full(n, np.nan)
         self.p_below = np.full(n, np.nan)
+        self.saved_full: dict[int, np.ndarray] = {}  # from a checkpoint (--resume): replicate r -> (n, k)
+        self.saved_loo: dict[int, np.ndarray] = {}  # pair item t * PAIR_BASE + r -> (k,)
+
+
+def saved_fits(ckpt: Any, st: _State) -> None:
+    """Put the fits an interrupted run saved in ``ckpt`` into ``st`` (raw probabilities; a wrong shape is refitted).
+
+    The checkpoint verified every chunk when it was opened (key, HMAC, format): nothing else is read here.
+    """
+    if ckpt is None:
+        return
+    n, k = st.full.shape[1], st.full.shape[2]
+    for r, item in ckpt.load(FULL_STAGE).items():
+        if item.get("p", np.empty(0)).shape == (n, k):
+            st.saved_full[int(r)] = item["p"]
+    for pair, item in ckpt.load(LOO_STAGE).items():
+        if item.get("p", np.empty(0)).shape == (k,):
+            st.saved_loo[int(pair)] = item["p"]
 
 
 class ReplicateEngine:
@@ -184,6 +214,7 @@ class ReplicateEngine:
         rank, order_name = refit_order(request, p0)
         schedule = plan.schedule()
         st = _State(n, k, plan.max_r)
+        saved_fits(request.checkpoint, st)
         fits, stopped, exhausted = 0, None, False
         fail_fast = request.stop_on is not None
         decisions = np.full(n, UNDECIDED, dtype=object)
@@ -235,38 +266,62 @@ class ReplicateEngine:
         return out
 
     def _grow_full(self, request: LooRequest, positions: np.ndarray, seed: int, R: int, st: _State) -> int:
-        """Replicates len(st.full) .. R-1 of A(T), predicted on every audited record."""
-        T = request.train
+        """Replicates len(st.full) .. R-1 of A(T), predicted on every audited record (saved ones taken as saved)."""
+        T, ckpt = request.train, request.checkpoint
         reps = list(range(len(st.full), R))
+        todo = [r for r in reps if r not in st.saved_full]
+
+        def save(i: int, part: np.ndarray) -> None:
+            if ckpt is not None:
+                ckpt.save(FULL_STAGE, np.array([todo[i]]), p=part)
+
         parts = run_tasks(
             full_replicates,
-            ((request.template, T.X, T.y, request.classes, seed, [r], positions) for r in reps),
+            ((request.template, T.X, T.y, request.classes, seed, [r], positions) for r in todo),
             jobs=request.jobs, backend=request.backend, shared=(request.template, T.X, T.y, request.classes),
-        )
-        new = np.concatenate(parts, axis=0)
+            on_done=save,
+        ) if todo else []
+        got = dict(zip(todo, parts, strict=True))
+        new = np.concatenate([got[r] if r in got else st.saved_full[r][None] for r in reps], axis=0)
         st.full = np.concatenate([st.full, apply_policy(new.reshape(-1, new.shape[-1]), self.plan.release)
                                   .reshape(new.shape)], axis=0)
         return len(reps)
 
     def _grow_loo(self, request: LooRequest, positions: np.ndarray, seed: int, R: int, st: _State,
                   batch: np.ndarray) -> int:
-        """Replicates have .. R-1 of A(T minus t) for the records ``batch`` (indices into ``positions``)."""
-        T = request.train
+        """Replicates have .. R-1 of A(T minus t) for the records ``batch`` (indices into ``positions``).
+
+        Pairs an interrupted run saved are taken from the checkpoint; each chunk fitted now is saved there.
+        """
+        T, ckpt = request.train, request.checkpoint
         pairs = np.array([(i, r) for r in range(int(st.have[batch].min()), R) for i in batch.tolist()
                           if r >= st.have[i]], dtype=np.int64)  # by replicate: a chunk reuses its seeded pipeline
         if not len(pairs):
             return 0
         tr = np.column_stack([positions[pairs[:, 0]], pairs[:, 1]])
-        chunks = [c for c in chunk_positions(np.arange(len(tr)), request.jobs, per_job=4)]
+        items = tr[:, 0] * PAIR_BASE + tr[:, 1]
+        saved = np.array([int(p) in st.saved_loo for p in items.tolist()], dtype=bool)
+        chunks = [c for c in chunk_positions(np.nonzero(~saved)[0], request.jobs, per_job=4)]
+
+        def save(i: int, part: np.ndarray) -> None:
+            if ckpt is not None:
+                ckpt.save(LOO_STAGE, items[chunks[i]], p=part)
+
         try:
             parts = run_tasks(
                 loo_replicates,
                 ((request.template, T.X, T.y, request.classes, seed, tr[c]) for c in chunks),
                 jobs=request.jobs, backend=request.backend, shared=(request.template, T.X, T.y, request.classes),
-            )
+                on_done=save,
+            ) if chunks else []
         except LooFitError as exc:
             raise loo_fit_failed(T, exc) from None
-        got = apply_policy(np.concatenate(parts, axis=0), self.plan.release)
+        raw = np.empty((len(pairs), len(request.classes)))
+        for c, part in zip(chunks, parts, strict=True):
+            raw[c] = part
+        for j in np.nonzero(saved)[0].tolist():
+            raw[j] = st.saved_loo[int(items[j])]
+        got = apply_policy(raw, self.plan.release)
         st.loo[pairs[:, 0], pairs[:, 1]] = got
         st.have[batch] = R
         return len(pairs)
