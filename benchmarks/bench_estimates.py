@@ -14,8 +14,8 @@ to CSV, k-NN on wine, an MLP (replicate engine) on breast_cancer, logistic regre
 30,000-record T of Adult (census-like) with ``--sample 100``, and ``mitigate`` on adult-lr
 (release and regularise families) and on breast_cancer with T = 200 (every family, removal too).
 
-Usage: python benchmarks/bench_estimates.py [--quick] [--only TEXT]
-(--quick: the first 7 cases, a few minutes idle; --only: the cases whose name holds TEXT)
+Usage: python benchmarks/bench_estimates.py [--quick] [--only TEXT[,TEXT...]]
+(--quick: the first 7 cases, a few minutes idle; --only: the cases whose name holds one of the TEXTs)
 """
 
 from __future__ import annotations
@@ -111,14 +111,14 @@ def cases(d: Path, quick: bool) -> list[tuple[str, str, list[str]]]:
 
 def main() -> None:
     quick = "--quick" in sys.argv[1:]
-    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv[:-1] else ""
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv[:-1] else []
     py = [sys.executable, "-m", "mptool"]
     print(f"cores {os.cpu_count()}; load {os.getloadavg()[0]:.1f} at the start")
     worst = 1.0
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         for name, command, args in cases(d, quick and not only):
-            if only not in name:
+            if only and not any(text in name for text in only):
                 continue
             load0 = os.getloadavg()[0]
             out = d / re.sub(r"[^a-z0-9]+", "-", name)

@@ -120,3 +120,57 @@ def test_a_long_phase_prints_its_first_line_early(monkeypatch: pytest.MonkeyPatc
     with ui.progress(10, "quick", quiet=True) as advance:  # --quiet: nothing
         advance(10)
     assert len(err.getvalue().splitlines()) == len(lines)
+
+
+def test_the_randomness_check_reports_its_fits(tree_prep) -> None:
+    """The refits of the randomness check are a phase with a progress bar (a first line within 5 s)."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    from mptool.api.randomized import RANDOMNESS_PHASE, detect_for
+    from mptool.loo.randomness import planned_fits
+
+    prep, _ = tree_prep
+    seen: list = []
+
+    @contextmanager
+    def progress(total: int, label: str):
+        seen.append([label, total, 0])
+        yield lambda n: seen[-1].__setitem__(2, seen[-1][2] + n)
+
+    found = detect_for(prep, SimpleNamespace(engine="auto"), progress).randomness
+    assert found is not None and found.randomized  # a forest: its seed changes A(T)
+    [(label, total, done)] = seen
+    assert label == RANDOMNESS_PHASE and total == 1 + planned_fits(prep.template)
+    assert done == 1 + 3  # A(T), as is, another seed, one row order (it changed A(T): no reverse order)
+
+
+def test_pdtp_prints_the_randomness_check_as_a_phase(tree_prep) -> None:
+    _, csv = tree_prep
+    spec = write_spec(csv.parent / "rf.yaml", "random_forest", model={"params": {"n_estimators": 3}})
+    res = run_cli("pdtp", csv, "--model", spec, "--records", "0", "--replicates", "4:4", "--jobs", "1",
+                  "--out", csv.parent / "out", "--force")
+    assert res.code in (0, 1), res.stderr
+    assert "[mptool] randomness check (A(T) refitted" in res.stderr
+
+
+def test_the_set_up_is_separated_from_the_cost_per_record() -> None:
+    """Two batches timed as they finish: the first holds the set-up, the second does not (digits counted a
+    0.6 s set-up once per record when 4 records were timed in one piece)."""
+    from mptool.api.costs import _per_batch
+
+    setup, per = _per_batch([(0.6 + 9 * 0.1, 9), (0.6 + 18 * 0.1, 9)])
+    assert setup == pytest.approx(0.6, rel=1e-9) and per == pytest.approx(0.1, rel=1e-9)  # float sums
+    assert _per_batch([(1.0, 9)]) is None  # one batch: nothing to separate
+
+
+def test_a_fixed_cost_is_extrapolated_as_such() -> None:
+    """A time that grew less than linearly (a forest of 50 trees: as long on 100 records as on 1,000) grows
+    by its measured cost per record; one that grew faster keeps its exponent (at most 2)."""
+    from mptool.api.costs import _extrapolated
+
+    flat = _extrapolated([(100, 0.20), (400, 0.23)], None, None, 1000)  # type: ignore[arg-type]
+    assert flat.slope == pytest.approx(1e-4, rel=1e-9) and flat.seconds == pytest.approx(0.29, rel=1e-9)
+    steep = _extrapolated([(100, 0.1), (400, 1.6)], None, None, 800)  # type: ignore[arg-type]
+    assert steep.slope is None and steep.exponent == pytest.approx(2.0, rel=1e-9)
+    assert steep.seconds == pytest.approx(6.4, rel=1e-9)  # exponent 2: (800 / 400)^2 x 1.6 s

@@ -51,4 +51,4 @@ def test_estimators_and_check_say_which_engine_auto_picks_and_why(tmp_path) -> N
     known_frame(0)[0].to_csv(csv, index=False)
     spec = write_spec(tmp_path / "s.yaml", ESTIMATOR, model={"params": {"weight_feature": 1}, "preprocess": "none"})
     res = run_cli("check", csv, "-m", spec, "--allow-import", MODULE)
-    assert res.code == 0 and "randomness: not checked by this dry run" in res.stdout
+    assert res.code == 0 and "randomness: this dry run refits the largest timed subset of T" in res.stdout

@@ -98,7 +98,7 @@ def test_deterministic_training_keeps_todays_path_byte_identical(frame: pd.DataF
     spec = _spec(noise=0.0, order_effect=0.0)
     now = mptool.mitigate(frame, spec, allow_import=ALLOW, jobs=1, defences="release")
     assert now.summary["randomness"]["randomized"] is False and "undecided" not in now.table
-    monkeypatch.setattr(mitigate_random, "with_randomness", lambda prep: prep)  # today's path: no detection
+    monkeypatch.setattr(mitigate_random, "with_randomness", lambda prep, progress=None: prep)  # no detection
     before = mptool.mitigate(frame, spec, allow_import=ALLOW, jobs=1, defences="release")
     cols = [c for c in now.table.columns if c != "seconds"]
     assert now.table[cols].to_csv(index=False) == before.table[cols].to_csv(index=False)

@@ -4,22 +4,33 @@
 measured, not assumed:
 
 - one fit of A(T) (:func:`time_fit`): fitted on seeded subsets of T of growing size (100,
-  400, 1,600, ... records) until all of T, or until the next size would take more than
-  :data:`FIT_BUDGET_S` (all of T is fitted when predicted within :data:`FULL_FIT_S`); then the
-  time at |T| is the measured one, or extrapolated from the last two sizes with the measured
-  exponent (clamped to [1, 2]: a fit costs at least linear time);
-- an exact engine's leave-one-out (:func:`time_exact`): run on 4 and then more records of T
-  with the A(T) just fitted, which separates its set-up (e.g. Newton's polish of A(T)) from the
-  cost per record at the real |T| (the cost per record grows with |T|: scaling a subset's time
-  linearly under-estimated digits and breast_cancer 3-10x).
+  400, 1,600, ... records; all of T once the next size would reach half of it) until all of T,
+  or until the next fit would take the timing past :data:`FIT_BUDGET_S` CPU seconds; then the
+  time at |T| is the measured one, or extrapolated from the last two sizes: with the measured
+  exponent when it is 1 to 2, by the measured cost per record beyond the largest size when the
+  time grew less than linearly (a fixed cost). The budget keeps ``mptool check`` to a few
+  seconds (fitting all of T whenever it was predicted under 20 s made the MLP configs' check
+  take 50-60 s at load 14);
+- an exact engine's leave-one-out (:func:`time_exact`): run on real batches of the records of
+  T with the A(T) just fitted, two of the batches the run hands to its workers (the Newton
+  engine's batch size from A(T)'s coefficients), the time of each batch taken as it finishes:
+  the first batch's finish holds the set-up (Newton's polish of A(T)), the second's does not,
+  which separates the set-up from the cost per record (digits: timing 4 records in one run
+  counted the 0.6 s set-up once per record, and the estimate came out 2-3x high at load 8);
+- the randomness check (:func:`will_randomize`) on the largest timed subset, stopping at the
+  first source it finds (a network: one fit with another seed).
 
-Times are wall seconds measured on this machine now, so they carry its load; parallel work is
-divided as :func:`mptool.runtime.parallel.parallel_seconds` says (worker start, cores over load).
+Times are wall seconds measured on this machine now, so they carry its load (a load that changes
+between ``check`` and the run moves the real time, not the estimate); parallel work is divided as
+:func:`mptool.runtime.parallel.parallel_seconds` says (worker start, cores over load: on a Linux
+machine whose other load comes from other sessions, the scheduler shares the cores between
+sessions, so more workers gain little there).
 Every phase a run goes through is a :class:`Phase` with its fit count and seconds: the start
 (the command's own start-up, which ``pdtp`` pays too) and reading the data, the randomness check
 with its A(T) (refit engine under ``--engine auto``), A(T), the leave-one-out (refits, an exact
 engine, or replicates from the first look to the last), the noise floor's refits. The bounds,
-the table and the writing are left out: 0.1 to 0.3 s in every measured run (pdtp.json's timings).
+the table and the writing are left out: 0.1 to 0.3 s in most measured runs (pdtp.json's timings;
+the full digits file: 2.5 s at load 10, beside 444 s of leave-one-out).
 """
 
 from __future__ import annotations
@@ -37,21 +48,25 @@ from mptool.api.pdtp import noise_floor_records
 from mptool.inputs.data import Records
 from mptool.inputs.prepare import fit_checked
 from mptool.loo import LooRequest, RefitEngine, min_records
-from mptool.loo.randomness import detect, seed_keys
+from mptool.loo.randomness import detect, planned_fits
 from mptool.loo.replicates import DEFAULT_MAX, DEFAULT_MIN, ReplicateEngine
-from mptool.privacy.noise import order_dependence
 from mptool.runtime.parallel import choose_workers, parallel_seconds, resolve_jobs
 
 #: Smallest subset of T a fit is timed on (k-NN: at least k + 1 records).
 TIMING_RECORDS = 100
-#: Wall seconds the timed fits may take together before the time at |T| is extrapolated.
-FIT_BUDGET_S = 6.0
-#: A fit of all of T predicted to take at most this many wall seconds is timed whatever the budget: a small
-#: subset's time extrapolates badly (logistic regression on 100 Adult records took longer than on 1,000).
-FULL_FIT_S = 20.0
-#: Wall seconds the timed leave-one-out of an exact engine may take.
+#: CPU seconds the timed fits may take together before the time at |T| is extrapolated (the next size is
+#: fitted only when the last one's CPU time, scaled linearly, keeps the total within it).
+FIT_BUDGET_S = 2.0
+#: CPU seconds of the first timed fit below which it is fitted again (its first-call costs, lazy imports and
+#: caches, are then a visible part of it; a network's 1 s fit on 100 records is not fitted twice).
+WARM_UP_S = 0.5
+#: An exact engine's A(T) is fitted on all of T (its leave-one-out is timed on it) when one fit is extrapolated
+#: to take at most this many wall seconds.
+FULL_FIT_S = 10.0
+#: Wall seconds the timed leave-one-out of an exact engine may take (after its first batch).
 EXACT_BUDGET_S = 3.0
-#: Records the exact engine is timed on first (the second run takes more, within EXACT_BUDGET_S).
+#: Records the exact engine is timed on first when it has no batches (the second run takes more, within
+#: EXACT_BUDGET_S).
 EXACT_FIRST = 4
 
 
@@ -64,10 +79,14 @@ class FitTime:
     exponent: float  # of the time in the training-set size (1 when one size was timed)
     model: Any  # the model fitted on the largest timed subset (A(T) itself when measured)
     subset: Records  # that subset
+    slope: float | None = None  # seconds per record beyond the largest size when the time grew less than linearly
 
     def at(self, n: int) -> float:
-        """Seconds of one fit on ``n`` records (the exponent from the timed sizes)."""
+        """Seconds of one fit on ``n`` records: a power of the size from the largest timed size, or that
+        size's time plus ``slope`` per record (a fixed cost and a linear one)."""
         size, t = self.sizes[-1]
+        if self.slope is not None:
+            return max(t + self.slope * (n - size), t * min(1.0, max(n, 1) / size))
         return t * (max(n, 1) / size) ** self.exponent
 
 
@@ -148,43 +167,69 @@ def subset(T: Records, size: int, seed: int, classes: np.ndarray) -> Records:
     return T.take(np.sort(np.fromiter(idx, dtype=np.int64)))
 
 
-def _timed_fit(template: Any, sub: Records) -> tuple[float, Any]:
-    t0 = time.perf_counter()
+def _timed_fit(template: Any, sub: Records) -> tuple[float, float, Any]:
+    """Wall and CPU seconds of one fit on ``sub``, and the model."""
+    t0, c0 = time.perf_counter(), time.process_time()
     model = fit_checked(template, sub)
-    return time.perf_counter() - t0, model
+    return time.perf_counter() - t0, time.process_time() - c0, model
 
 
-def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: float = FIT_BUDGET_S) -> FitTime:
+def _extrapolated(sizes: list[tuple[int, float]], model: Any, sub: Records, n: int) -> FitTime:
+    """The :class:`FitTime` at ``n`` records from the timed ``sizes`` (:func:`time_fit`)."""
+    exponent, slope = 1.0, None
+    if len(sizes) >= 2:
+        (n1, t1), (n2, t2) = sizes[-2], sizes[-1]
+        measured = float(np.log(t2 / t1) / np.log(n2 / n1)) if t1 > 0 and t2 > 0 and n2 > n1 else 1.0
+        if measured >= 1.0:
+            exponent = min(measured, 2.0)
+        else:
+            slope = max(0.0, (t2 - t1) / (n2 - n1))
+    timed = FitTime(0.0, tuple(sizes), exponent, model, sub, slope)
+    return FitTime(timed.at(n), tuple(sizes), exponent, model, sub, slope)
+
+
+def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: float = FIT_BUDGET_S,
+             full: bool = False, reserve: int = 0) -> FitTime:
     """Wall seconds of one fit of ``template`` on all of T, measured or extrapolated (module docstring).
 
-    The first size is fitted twice (the first fit also pays first-call costs; the faster
-    counts), larger sizes once. The next size is fitted only when its linear prediction keeps
-    the total within ``budget``, or when it is all of T and predicted within :data:`FULL_FIT_S`.
+    The first size is fitted twice when its first fit took under :data:`WARM_UP_S` of CPU (that
+    fit also pays first-call costs; the faster counts), larger sizes once, each four times the
+    last (all of T when that reaches half of T: 400 then 1,797 records, not 1,600 and 1,797).
+    The next size is fitted while the CPU time of the timing stays within ``budget``, the next
+    fit's CPU time predicted from the last as the square root of the size ratio (fits on small
+    subsets pay fixed costs and, for logistic regression, more iterations: 0.4 s of CPU on 100
+    Adult records, 0.8 s on 1,000); CPU, not wall, so the work ``check`` does stays the same on
+    a loaded machine. ``full`` (an exact engine, whose leave-one-out is timed on A(T)): all of
+    T is fitted last when the time extrapolated to it is at most :data:`FULL_FIT_S`. ``reserve``:
+    fits the caller will make on the largest subset afterwards (the dry run's randomness check),
+    counted in the budget.
+
+    From two sizes or more the time grows from the largest with the measured exponent when it is
+    1 to 2; below 1 (a fixed cost: a forest of 50 trees takes as long on 100 records as on 1,000)
+    by the measured cost per record beyond that size: growing linearly from 100 records
+    over-estimated both 5-10x.
     """
     size = min(T.n, max(TIMING_RECORDS, min_records(template)))
     sub = subset(T, size, seed, classes)
-    t1, model = _timed_fit(template, sub)  # pays first-call costs (lazy imports, caches): a warm-up
-    t, model = _timed_fit(template, sub)
-    t = min(t, t1)
+    t, c, model = _timed_fit(template, sub)  # pays first-call costs (lazy imports, caches): a warm-up
+    spent = c
+    if c < WARM_UP_S:  # first-call costs matter: fitted again, the faster counts
+        t1, c, model = _timed_fit(template, sub)
+        t, spent = min(t, t1), spent + c
     sizes = [(sub.n, t)]
-    spent = t
     while sub.n < T.n:
-        nxt = T.n if 4 * sub.n >= T.n else 4 * sub.n
-        predicted = t * nxt / sub.n  # linear: small subsets can be slower per record (e.g. separable for LR)
-        if spent + predicted > budget and not (nxt == T.n and predicted <= FULL_FIT_S):
+        nxt = T.n if 8 * sub.n >= T.n else 4 * sub.n
+        if spent + (1 + reserve) * c * (nxt / sub.n) ** 0.5 > budget:
             break
         sub = subset(T, nxt, seed, classes)
-        t, model = _timed_fit(template, sub)
-        spent += t
+        t, c, model = _timed_fit(template, sub)
+        spent += c
         sizes.append((sub.n, t))
-    exponent = 1.0
-    if len(sizes) >= 2:
-        (n1, t1), (n2, t2) = sizes[-2], sizes[-1]
-        if t1 > 0 and t2 > 0 and n2 > n1:
-            exponent = float(np.clip(np.log(t2 / t1) / np.log(n2 / n1), 1.0, 2.0))
-    last_n, last_t = sizes[-1]
-    seconds = last_t * (T.n / last_n) ** exponent
-    return FitTime(seconds, tuple(sizes), exponent, model, sub)
+    out = _extrapolated(sizes, model, sub, T.n)
+    if full and sub.n < T.n and out.seconds <= FULL_FIT_S:
+        t, _, model = _timed_fit(template, T)
+        out = _extrapolated([*sizes, (T.n, t)], model, T, T.n)
+    return out
 
 
 @dataclass(frozen=True)
@@ -217,47 +262,74 @@ def newton_batch(model: Any, n: int) -> int:
 
 
 def _run_exact(engine: Any, spec: Any, template: Any, T: Records, model: Any, classes: np.ndarray,
-               positions: np.ndarray) -> float:
+               positions: np.ndarray) -> tuple[float, list[tuple[float, int]]]:
+    """Wall seconds of ``engine``'s leave-one-out of ``positions`` in this process, and (seconds since the
+    start, records done) at each finished batch (the engine's progress calls)."""
     req = LooRequest(spec, template, T, model, classes, positions, 1, "loky")
+    stamps: list[tuple[float, int]] = []
     t0 = time.perf_counter()
-    engine.run(req, lambda n: None)
-    return time.perf_counter() - t0
+    engine.run(req, lambda n: stamps.append((time.perf_counter() - t0, n)))
+    return time.perf_counter() - t0, stamps
+
+
+def _per_batch(stamps: list[tuple[float, int]]) -> tuple[float, float] | None:
+    """(set-up seconds, seconds per record) from the finish times of two or more batches run in turn: the
+    records after the first batch over the time after it; None when fewer than two batches finished."""
+    if len(stamps) < 2:
+        return None
+    (t_first, n_first), t_last = stamps[0], stamps[-1][0]
+    after = sum(n for _, n in stamps[1:])
+    if after <= 0 or t_last <= t_first:
+        return None
+    per = (t_last - t_first) / after
+    return max(0.0, t_first - n_first * per), per
 
 
 def time_exact(engine: Any, spec: Any, template: Any, fit: FitTime, classes: np.ndarray, n: int, seed: int,
                budget: float = EXACT_BUDGET_S) -> ExactTime:
     """Set-up and per-record wall seconds of ``engine``'s leave-one-out on the largest timed subset (all of
     T when it was fitted), scaled to |T| = ``n`` when it was not: the set-up like a fit, the cost per
-    record linearly (each record's update touches every record of T)."""
+    record linearly (each record's update touches every record of T).
+
+    An engine that hands batches to workers (exact-newton-logistic) is timed on two of its real
+    batches, run in turn in this process (:func:`_per_batch`). Another runs in one piece: it is
+    timed on :data:`EXACT_FIRST` records and then on more within ``budget``, the slope between
+    the two runs being the cost per record.
+    """
     T, model = fit.subset, fit.model
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 31]))
     order = rng.permutation(T.n)
-    k1 = min(EXACT_FIRST, T.n)
-    t1 = _run_exact(engine, spec, template, T, model, classes, np.sort(order[:k1]))
-    per, setup = t1 / k1, 0.0
-    if k1 < T.n and t1 < budget / 2:
-        k2 = int(min(T.n, max(2 * k1, k1 * (budget / 2) / max(t1, 1e-3))))
-        t2 = _run_exact(engine, spec, template, T, model, classes, np.sort(order[:k2]))
-        slope = (t2 - t1) / (k2 - k1)
-        if slope > 0:
-            per, setup = slope, max(0.0, t1 - k1 * slope)
-        else:
-            per = t2 / k2
+    newton = getattr(engine, "name", "") == "exact-newton-logistic"
+    batch = newton_batch(model, T.n) if newton else 0
+    if batch:
+        k = min(T.n, 2 * batch)
+        took, stamps = _run_exact(engine, spec, template, T, model, classes, np.sort(order[:k]))
+        split = _per_batch(stamps)
+        setup, per = split if split is not None else (0.0, took / max(k, 1))
+    else:
+        k1 = min(EXACT_FIRST, T.n)
+        t1, _ = _run_exact(engine, spec, template, T, model, classes, np.sort(order[:k1]))
+        per, setup = t1 / k1, 0.0
+        if k1 < T.n and t1 < budget / 2:
+            k2 = int(min(T.n, max(2 * k1, k1 * (budget / 2) / max(t1, 1e-3))))
+            t2, _ = _run_exact(engine, spec, template, T, model, classes, np.sort(order[:k2]))
+            slope = (t2 - t1) / (k2 - k1)
+            if slope > 0:
+                per, setup = slope, max(0.0, t1 - k1 * slope)
+            else:
+                per = t2 / k2
     scale = n / T.n
-    batch = newton_batch(model, n) if getattr(engine, "name", "") == "exact-newton-logistic" else 0
-    return ExactTime(setup * scale ** fit.exponent, per * scale, batch)
-
-
-def _randomness_fits(template: Any) -> int:
-    """Fits of the randomness check (:func:`mptool.loo.randomness.detect`) and the A(T) it compares with."""
-    known = order_dependence(template).dependent
-    return 2 + int(bool(seed_keys(template))) + (0 if known is False else 1 if known else 2)
+    return ExactTime(setup * scale ** fit.exponent, per * scale, newton_batch(model, n) if newton else 0)
 
 
 def will_randomize(template: Any, fit: FitTime, classes: np.ndarray, seed: int) -> bool:
-    """Whether the randomness check will find A randomized, by running it on the largest timed subset."""
+    """Whether the randomness check will find A randomized, by running it on the largest timed subset and
+    stopping at the first source it finds (:func:`mptool.loo.randomness.detect` with ``first=True``).
+
+    Not on a smaller subset: a decision tree of the bundled Adult config changes with its seed on 100
+    records (ties between splits) and not on the 1,000 of T."""
     sub = fit.subset
-    return detect(template, fit.model, sub.X, sub.y, classes, seed).randomized
+    return detect(template, fit.model, sub.X, sub.y, classes, seed, first=True).randomized
 
 
 def pdtp_cost(
@@ -276,7 +348,7 @@ def pdtp_cost(
     phases = [Phase("start and reading the data", 0, read_s)] if read_s else []
     refits = isinstance(engine, RefitEngine) or isinstance(engine, ReplicateEngine)
     if refits and auto:
-        k = _randomness_fits(template)
+        k = 1 + planned_fits(template)  # the A(T) the check compares with, and the check's refits
         phases.append(Phase("randomness check", k, k * t_fit))
     phases.append(Phase("A(T)", 1, t_fit))
     if randomized:
@@ -309,7 +381,8 @@ def train_cost(prep: Any, n_audited: int, jobs: int | None, backend: str = "loky
 
     T, seed = prep.train, prep.spec.seed
     engine = select_engine("auto", prep.spec, prep.template)
-    fit = time_fit(prep.template, T, seed, prep.classes, fit_budget)
+    full = not isinstance(engine, RefitEngine) and fit_budget >= FIT_BUDGET_S  # the baseline's A(T): all of T
+    fit = time_fit(prep.template, T, seed, prep.classes, fit_budget, full)
     if isinstance(engine, RefitEngine):
         workers = choose_workers(jobs, backend, n_audited, fit.seconds)["workers"]
         return fit.seconds, n_audited * fit.at(T.n - 1), workers, None, fit

@@ -589,7 +589,7 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
         notes.append("no rows outside T (data.train_size null: T is the whole file): utility cannot be judged, so "
                      "nothing will be recommended; give --train-size below the number of usable rows to hold rows out")
         on_line(f"note: {notes[-1]}")
-    prep = randomized.with_randomness(prep) if fit_count(prep, 2) > 1 else prep  # seed/row order? (replicates)
+    prep = randomized.with_randomness(prep, progress) if fit_count(prep, 2) > 1 else prep  # replicates?
     removal = "removal" in options.defences and fit_count(prep, 2) == 1
     if "removal" in options.defences and not removal:
         notes.append("removal: skipped: no exact engine for this estimator (reduce-dtp would refit T per step)")
@@ -607,7 +607,7 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
         t = time.perf_counter()
         trained = base if s.family == "release" else None
         if trained is None:
-            sub = randomized.with_randomness(replace(respecified(prep, s.spec), randomness=None))
+            sub = randomized.with_randomness(replace(respecified(prep, s.spec), randomness=None), progress)
             trained = train_and_loo(sub, positions, options, progress, s.name)
             chosen[s.name] = trained.workers
             if trained.workers is not None:

@@ -23,7 +23,7 @@ import pandas as pd
 from mptool.inputs.models import fit
 from mptool.inputs.prepare import Prepared
 from mptool.loo import LooRequest, RefitEngine, select_engine
-from mptool.loo.randomness import detect, detection_fits
+from mptool.loo.randomness import detect, detection_fits, planned_fits
 from mptool.loo.replicates import ReplicateEngine, ReplicatePlan, ReplicateResult, parse_replicates, redecided
 from mptool.privacy.dtp import summarize
 from mptool.privacy.influence import CONTROLS, counts
@@ -39,20 +39,28 @@ REPLICATE_MITIGATE_COLUMNS = {
 }
 
 
-def randomness_of(prep: Prepared) -> Any:
+def randomness_of(prep: Prepared, progress: Any = None) -> Any:
     """``prep``'s training randomness (:class:`mptool.loo.randomness.Randomness`), detected once; None when an
-    exact engine audits the spec (no detection: those engines' results stay as they are)."""
+    exact engine audits the spec (no detection: those engines' results stay as they are). ``progress``
+    reports each fit, as ``mptool pdtp``'s randomness check does (:func:`mptool.api.randomized.detect_for`)."""
+    from mptool.api.randomized import RANDOMNESS_PHASE
+
     if not isinstance(select_engine("auto", prep.spec, prep.template), RefitEngine):
         return None
     if prep.randomness is not None:
         return prep.randomness
     T = prep.train
-    return detect(prep.template, fit(prep.template, T.X, T.y), T.X, T.y, prep.classes, prep.spec.seed)
+    if progress is None:
+        return detect(prep.template, fit(prep.template, T.X, T.y), T.X, T.y, prep.classes, prep.spec.seed)
+    with progress(1 + planned_fits(prep.template), RANDOMNESS_PHASE) as advance:
+        full_model = fit(prep.template, T.X, T.y)
+        advance(1)
+        return detect(prep.template, full_model, T.X, T.y, prep.classes, prep.spec.seed, advance=advance)
 
 
-def with_randomness(prep: Prepared) -> Prepared:
+def with_randomness(prep: Prepared, progress: Any = None) -> Prepared:
     """``prep`` with its randomness detected (when it has no exact engine)."""
-    found = randomness_of(prep)
+    found = randomness_of(prep, progress)
     return prep if found is None else replace(prep, randomness=found)
 
 

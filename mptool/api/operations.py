@@ -184,20 +184,23 @@ def prestart_planned(prep: Prepared, options: PdtpOptions, audited: int, fit_s: 
     return prestart.start(planned, options.backend, (*WARM_MODULES, prep.choice.cls.__module__))
 
 
-def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = ()) -> Prepared:
-    """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec).
+def prepare_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...] = (),
+                 progress: Progress | None = None) -> Prepared:
+    """Read the data, draw T and check the options against it (records in T, an engine that accepts the spec);
+    then the randomness check where the run needs it, its fits reported through ``progress``.
 
     The workers of a run that surely refits on ``--jobs N > 1`` start first (:func:`prestart_refits`).
     """
     prestart_refits(spec, options.engine, options.jobs, options.backend, allow_import, options.fail_fast)
     try:
-        return _checked_pdtp(data, spec, options, allow_import)
+        return _checked_pdtp(data, spec, options, allow_import, progress)
     except BaseException:
         prestart.release()  # a refused run stops the workers started for it
         raise
 
 
-def _checked_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...]) -> Prepared:
+def _checked_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tuple[str, ...],
+                  progress: Progress | None) -> Prepared:
     """:func:`prepare_pdtp`'s reading and checks."""
     prep = prepare(data, spec, allow_import)
     prep = with_trained(prep, options.trained, allow_import)
@@ -210,7 +213,7 @@ def _checked_pdtp(data: Data, spec: Spec, options: PdtpOptions, allow_import: tu
         raise InputError("--queries measures the full probability vector; it cannot be combined with "
                          "output.release (remove one)")
     # randomized training? (the replicate engine then audits); with --jobs 0, workers the planner will use start
-    return detect_for(prep, options, lambda fit_s: prestart_planned(prep, options, len(positions), fit_s))
+    return detect_for(prep, options, lambda fit_s: prestart_planned(prep, options, len(positions), fit_s), progress)
 
 
 def pdtp(
@@ -265,7 +268,7 @@ def pdtp(
         trained=None if trained is None else str(trained),
         replicates=replicates, budget=budget, error_control=error_control,
     )
-    prep = prepared or prepare_pdtp(data, spec, options, allow_import)
+    prep = prepared or prepare_pdtp(data, spec, options, allow_import, progress)
     key = run_key("pdtp", spec.sha256(), prep.train.sha256, options_dict(options))
     ckpt = checkpoint(key) if checkpoint else None
     with _run_context(backend, scheduler, jobs, ckpt, tasks=False):  # run_pdtp checkpoints per chunk itself

@@ -127,11 +127,12 @@ def check_plan(
     positions = select_positions(prep, records, sample)
     chosen = select_engine(engine, spec, prep.template)
     reasons = engine_reasons(spec, prep.template) if engine != "refit" else []
-    fit = time_fit(prep.template, prep.train, spec.seed, prep.classes)  # fit_checked: the interface, as pdtp
-    check_before_work(chosen, prep.template, prep.train, prep.classes, positions)  # pdtp refuses the same, first
     refit = isinstance(chosen, RefitEngine)
+    detects = refit and engine == "auto"  # the randomness check's first refit runs on the largest timed subset
+    fit = time_fit(prep.template, prep.train, spec.seed, prep.classes, full=not refit, reserve=int(detects))
+    check_before_work(chosen, prep.template, prep.train, prep.classes, positions)  # pdtp refuses the same, first
     exact = None if refit else time_exact(chosen, spec, prep.template, fit, prep.classes, prep.train.n, spec.seed)
-    randomized = refit and engine == "auto" and will_randomize(prep.template, fit, prep.classes, spec.seed)
+    randomized = detects and will_randomize(prep.template, fit, prep.classes, spec.seed)
     T = prep.train
     labels, counts = np.unique(T.y.astype(str), return_counts=True)
     order = {str(c): c for c in prep.classes}

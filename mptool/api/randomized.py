@@ -11,7 +11,8 @@ interval and a decision true / false / undecided (:mod:`mptool.privacy.influence
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.prepare import Prepared
-from mptool.loo.randomness import RTOL, detect, not_checked
+from mptool.loo.randomness import RTOL, detect, not_checked, planned_fits
 from mptool.loo.replicates import ReplicateEngine, ReplicatePlan, parse_replicates
 from mptool.privacy.dtp import bin_edge
 from mptool.privacy.influence import ALPHA, CONTROLS, UNDECIDED, counts
@@ -77,12 +78,15 @@ def choose_engine(prep: Prepared, options: Any, engine: Any, full_model: Any) ->
     return engine, not_checked(f"exact engine {engine.name}: computes the leave-one-out without refitting")
 
 
-def detect_for(prep: Prepared, options: Any, on_fit: Callable[[float], Any] | None = None) -> Prepared:
+def detect_for(prep: Prepared, options: Any, on_fit: Callable[[float], Any] | None = None,
+               progress: Any = None) -> Prepared:
     """``prep`` with the randomness detected (``prep.randomness``) when the run will need it, else unchanged.
 
     Run by ``prepare_pdtp`` so that flags the replicate engine cannot honour are refused before the audit.
     ``on_fit(seconds)`` is told how long A(T)'s fit took, before the detection's refits (the
     planner's first look at the fit time: ``mptool.api.operations.prestart_planned``).
+    ``progress(total, label)`` (as :func:`mptool.runtime.ui.progress`) reports each fit: A(T) and the
+    refits of :func:`mptool.loo.randomness.detect` (a first line within 5 s of the start, like every phase).
     """
     from mptool.inputs.prepare import fit_checked
     from mptool.loo import select_engine
@@ -92,12 +96,23 @@ def detect_for(prep: Prepared, options: Any, on_fit: Callable[[float], Any] | No
     if options.engine == "auto" and select_engine("auto", prep.spec, prep.template).name != "refit":
         return prep
     T = prep.train
-    t0 = time.perf_counter()
-    full = fit_checked(prep.template, T)
-    if on_fit is not None:
-        on_fit(time.perf_counter() - t0)
-    found = detect(prep.template, full, T.X, T.y, prep.classes, prep.spec.seed)
+    with (progress or _silent)(1 + planned_fits(prep.template), RANDOMNESS_PHASE) as advance:
+        t0 = time.perf_counter()
+        full_model = fit_checked(prep.template, T)
+        if on_fit is not None:
+            on_fit(time.perf_counter() - t0)
+        advance(1)
+        found = detect(prep.template, full_model, T.X, T.y, prep.classes, prep.spec.seed, advance=advance)
     return replace(prep, randomness=found)
+
+
+#: The progress label of the randomness check (docs/randomness.md section 1).
+RANDOMNESS_PHASE = "randomness check (A(T) refitted as is, with another seed, with rows permuted)"
+
+
+@contextmanager
+def _silent(total: int, label: str) -> Iterator[Callable[[int], None]]:
+    yield lambda n: None
 
 
 def uses_replicates(prep: Prepared, options: Any) -> bool:

@@ -50,8 +50,10 @@ def print_plan(plan, jobs: int) -> None:
     if plan.chosen.split()[0] == "refit":
         from mptool.cli.estimators import RANDOMNESS_TEXT
 
-        echo(ui.safe_line(RANDOMNESS_TEXT.replace("Randomness detection: where the engine is refit, ",
-                                                  "randomness: not checked by this dry run; "), None))
+        echo(ui.safe_line(RANDOMNESS_TEXT.replace(
+            "Randomness detection: where the engine is refit, ",
+            "randomness: this dry run refits the largest timed subset of T with another seed (its pdtp line names "
+            "the engine that follows); "), None))
     echo(ui.safe_line(f"DTP upper bound: {plan.bound}", None))
     sizes = ", ".join(f"{n:,}" for n, _ in plan.timed_sizes)
     last = plan.timed_sizes[-1][0] if plan.timed_sizes else 0

@@ -378,7 +378,8 @@ def pdtp(
         replicates=replicates, budget=budget, error_control=error_control,
     )
     t_read = time.perf_counter()
-    prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()))  # fails fast, before progress output
+    prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()),  # refusals before any progress line
+                        lambda n, label: ui.progress(n, label, quiet))
     t_read = time.perf_counter() - t_read
     from mptool.api.baseline import decision_rule
     from mptool.api.randomized import ALPHA, uses_replicates

@@ -17,6 +17,7 @@ replicate index through :class:`numpy.random.SeedSequence`, so no result depends
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,25 +108,41 @@ def _changed(a: np.ndarray, b: np.ndarray) -> tuple[bool, float]:
 
 
 def detect(template: Any, full_model: Any, X: pd.DataFrame, y: np.ndarray, classes: np.ndarray,
-           spec_seed: int) -> Randomness:
-    """Refit A(T) three times (as is, another seed, rows permuted) and compare predictions on T with A(T)'s."""
+           spec_seed: int, *, advance: Callable[[int], None] | None = None, first: bool = False) -> Randomness:
+    """Refit A(T) three times (as is, another seed, rows permuted) and compare predictions on T with A(T)'s.
+
+    ``advance(1)`` is called after each refit (a progress line). ``first``: stop at the first source
+    found, the seed tried first (``mptool check`` needs only whether A is randomized; the fields of
+    the sources not tried are then False)."""
+    step = advance or (lambda n: None)
+
+    def changed(model: Any, rows: np.ndarray | None = None) -> tuple[bool, float]:
+        fitted = fit(model, X, y) if rows is None else fit(model, X.iloc[rows], y[rows])
+        step(1)
+        return _changed(base, proba_in(fitted, X, classes))
+
     base = proba_in(full_model, X, classes)
     rng = np.random.default_rng(np.random.SeedSequence([int(spec_seed), _DETECT_TAG]))
     other = int(rng.integers(1, 2**31 - 1))
     other = other + 1 if other == spec_seed else other
     perm = rng.permutation(len(y))
-    repeat, c0 = _changed(base, proba_in(fit(template, X, y), X, classes))
     seed: bool | None = None
     c1 = 0.0
-    if seed_keys(template):
-        seed, c1 = _changed(base, proba_in(fit(with_seed(template, other), X, y), X, classes))
+    if first and seed_keys(template):
+        seed, c1 = changed(with_seed(template, other))
+        if seed:
+            return Randomness(seed, False, False, c1)
+    repeat, c0 = changed(template)
+    if seed_keys(template) and not first:
+        seed, c1 = changed(with_seed(template, other))
+    if first and repeat:
+        return Randomness(seed, False, repeat, max(c0, c1))
     known = order_dependence(template)
     if known.dependent is False:  # e.g. k-NN's tie rule: relative row order, which removing t keeps
         return Randomness(seed, False, repeat, max(c0, c1), known.reason)
-    order, c2 = _changed(base, proba_in(fit(template, X.iloc[perm], y[perm]), X, classes))
+    order, c2 = changed(template, perm)
     if not order:  # one random order can leave an order statistic unchanged by chance: try the reverse too
-        back = np.arange(len(y))[::-1]
-        order, c3 = _changed(base, proba_in(fit(template, X.iloc[back], y[back]), X, classes))
+        order, c3 = changed(template, np.arange(len(y))[::-1])
         c2 = max(c2, c3)
     return Randomness(seed, order, repeat, max(c0, c1, c2))
 
@@ -133,6 +150,14 @@ def detect(template: Any, full_model: Any, X: pd.DataFrame, y: np.ndarray, class
 def not_checked(why: str) -> dict[str, Any]:
     """The ``randomness`` block of pdtp.json when no detection ran (an exact engine, or ``--engine refit``)."""
     return {"checked": False, "why": why}
+
+
+def planned_fits(template: Any) -> int:
+    """Fits :func:`detect` is expected to make before it runs: as is, another seed (if seeded), and one
+    row order for an estimator known to depend on the order, two (a permutation, its reverse) for one
+    not known, none for one known not to."""
+    known = order_dependence(template).dependent
+    return 1 + int(bool(seed_keys(template))) + (0 if known is False else 1 if known else 2)
 
 
 def detection_fits(template: Any, found: Randomness) -> int:
