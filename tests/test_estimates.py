@@ -138,14 +138,19 @@ def test_the_randomness_check_reports_its_fits(tree_prep) -> None:
         seen.append([label, total, 0])
         yield lambda n: seen[-1].__setitem__(2, seen[-1][2] + n)
 
-    found = detect_for(prep, SimpleNamespace(engine="auto"), progress).randomness
+    found = detect_for(prep, SimpleNamespace(engine="auto"), progress=progress).randomness
     assert found is not None and found.randomized  # a forest: its seed changes A(T)
     [(label, total, done)] = seen
     assert label == RANDOMNESS_PHASE and total == 1 + planned_fits(prep.template)
     assert done == 1 + 3  # A(T), as is, another seed, one row order (it changed A(T): no reverse order)
 
 
-def test_pdtp_prints_the_randomness_check_as_a_phase(tree_prep) -> None:
+def test_pdtp_prints_the_randomness_check_as_a_phase(tree_prep, monkeypatch) -> None:
+    """The check prints from FIRST_LINE_S on (0 here: at once); a check shorter than that prints nothing, so a
+    refusal that needs its result (a baseline of another engine kind) stays one line."""
+    from mptool.runtime import ui
+
+    monkeypatch.setattr(ui, "FIRST_LINE_S", 0.0)
     _, csv = tree_prep
     spec = write_spec(csv.parent / "rf.yaml", "random_forest", model={"params": {"n_estimators": 3}})
     res = run_cli("pdtp", csv, "--model", spec, "--records", "0", "--replicates", "4:4", "--jobs", "1",

@@ -379,7 +379,7 @@ def pdtp(
     )
     t_read = time.perf_counter()
     prep = prepare_pdtp(data_path, spec, options, tuple(allow_import or ()),  # refusals before any progress line
-                        lambda n, label: ui.progress(n, label, quiet))
+                        lambda n, label: ui.progress(n, label, quiet, steps=False))
     t_read = time.perf_counter() - t_read
     from mptool.api.baseline import decision_rule
     from mptool.api.randomized import ALPHA, uses_replicates

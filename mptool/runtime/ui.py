@@ -186,14 +186,19 @@ FIRST_LINE_S = 5.0
 
 
 @contextmanager
-def progress(total: int, description: str, quiet: bool = False) -> Iterator[Callable[[int], None]]:
+def progress(total: int, description: str, quiet: bool = False, steps: bool = True) -> Iterator[Callable[[int], None]]:
     """Yield ``advance(n)``; shows a bar on a terminal, log lines otherwise (one at each 10 %, and one
-    after :data:`FIRST_LINE_S` seconds when none came by then), nothing when quiet."""
+    after :data:`FIRST_LINE_S` seconds when none came by then), nothing when quiet.
+
+    ``steps=False``: a phase that may still end in a refusal (the randomness check, whose result decides
+    which flags and baselines are valid) prints nothing until :data:`FIRST_LINE_S` has passed, then its
+    first line and its 10 % steps: a short phase leaves a refusal its one line.
+    """
     if quiet or total <= 0:
         yield lambda n: None
         return
     description = safe_line(description, 80)
-    if sys.stderr.isatty():
+    if sys.stderr.isatty() and steps:  # (steps=False: log lines on a terminal too, from the first one)
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -236,7 +241,7 @@ def progress(total: int, description: str, quiet: bool = False) -> Iterator[Call
         with lock:
             state["done"] += n
             frac = state["done"] / total
-            if frac >= state["next"] or state["done"] == total:
+            if (steps or state["lines"]) and (frac >= state["next"] or state["done"] == total):
                 elapsed = time.monotonic() - start
                 eta = elapsed / frac - elapsed if frac > 0 else 0.0
                 state["lines"] += 1
