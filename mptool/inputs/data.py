@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mptool.inputs.memo import factorized, remember
 from mptool.inputs.spec import ReadSpec, Spec
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
@@ -708,7 +709,8 @@ def _label(y: pd.Series, spec: Spec, where: str, notes: list[str]) -> np.ndarray
     if y.dtype == _TEXT_DTYPE:  # one str object per distinct label, shared (1.41 M labels: 11 MB, not 100 MB)
         codes, distinct = pd.factorize(y, use_na_sentinel=True)
         if len(codes) and codes.min() >= 0:
-            return np.asarray(distinct, dtype=object)[codes]
+            distinct = np.asarray(distinct, dtype=object)
+            return remember(distinct[codes], codes, distinct)  # read-only, its codes kept (mptool.inputs.memo)
     return y.to_numpy()
 
 
@@ -779,7 +781,9 @@ def label_counts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     go to numpy.
     """
     arr = np.asarray(y)
-    codes, distinct = pd.factorize(arr, use_na_sentinel=False) if arr.dtype == object else (None, [])
+    codes, distinct = factorized(arr) if arr.dtype == object else (None, [])
+    if codes is not None and (codes < 0).any():  # a missing label: counted as numpy counts it
+        codes, distinct = pd.factorize(arr, use_na_sentinel=False)
     values = list(np.asarray(distinct, dtype=object).tolist())
     if codes is None or not all(type(v) is str for v in values):
         return np.unique(arr.astype(str), return_counts=True)
