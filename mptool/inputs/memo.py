@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: id of the data -> (a weak reference to it, its codes, its distinct values); codes as pd.factorize gives them.
-_MEMO: dict[int, tuple[Any, np.ndarray, Any]] = {}
+#: id of the data -> (a weak reference to it, its codes, its distinct values, its codes in categories by the
+#: categories); codes as pd.factorize gives them.
+_MEMO: dict[int, tuple[Any, np.ndarray, Any, dict[tuple, np.ndarray]]] = {}
 
 
 def _data(values: Any) -> Any:
@@ -51,6 +52,36 @@ def factorized(values: Any) -> tuple[np.ndarray, Any]:
     return codes, distinct
 
 
+def category_codes(values: Any, categories: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(``pd.Categorical(values, categories).codes``, ``values.isna()``) of a text column, each distinct value
+    looked up once; kept per ``categories`` while immutable ``values`` live (A(T)'s encoder meets T again and
+    again: its fit, its predictions, the engines)."""
+    codes, distinct = factorized(values)
+    data = _data(values)
+    entry = _MEMO.get(id(data)) if data is not None else None
+    key = tuple((type(v), v) for v in categories)
+    if entry is not None and entry[0]() is data and (kept := entry[3].get(key)) is not None:
+        return kept.astype(np.int64), codes < 0
+    lookup = pd.Categorical(distinct, dtype=_dtype(categories, key)).codes.astype(np.int64)
+    out = np.where(codes >= 0, lookup[np.maximum(codes, 0)], -1)
+    if entry is not None and entry[0]() is data:
+        entry[3][key] = out.astype(np.min_scalar_type(-len(categories) - 1))
+    return out, codes < 0
+
+
+def _dtype(categories: tuple, key: tuple) -> pd.CategoricalDtype:
+    """``CategoricalDtype(categories)``, built (and its lookup table hashed) once per domain: what
+    ``pd.Categorical(values, categories=categories)`` builds at every call."""
+    if (dtype := _DTYPES.get(key)) is None:
+        if len(_DTYPES) >= 256:
+            _DTYPES.clear()
+        dtype = _DTYPES[key] = pd.CategoricalDtype(list(categories), ordered=False)
+    return dtype
+
+
+_DTYPES: dict[tuple, pd.CategoricalDtype] = {}
+
+
 def remember(values: np.ndarray, codes: np.ndarray, distinct: Any) -> np.ndarray:
     """``values`` made read-only, with ``pd.factorize(values)``'s ``codes`` and ``distinct`` kept for it.
 
@@ -67,5 +98,5 @@ def _keep(data: Any, codes: np.ndarray, distinct: Any) -> np.ndarray:
     ident = id(data)
     codes = codes.astype(np.min_scalar_type(-len(distinct) - 1), copy=False)
     codes.flags.writeable = False
-    _MEMO[ident] = (weakref.ref(data, lambda _ref: _MEMO.pop(ident, None)), codes, distinct)
+    _MEMO[ident] = (weakref.ref(data, lambda _ref: _MEMO.pop(ident, None)), codes, distinct, {})
     return codes

@@ -24,7 +24,7 @@ from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.inputs.data import Schema
 from mptool.inputs.dp_nb import DPCategoricalNB
-from mptool.inputs.memo import factorized
+from mptool.inputs.memo import category_codes, factorized
 from mptool.inputs.neighbors import OrderFreeStandardScaler, TieStableKNeighborsClassifier
 from mptool.inputs.spec import ModelSpec, Spec
 from mptool.runtime import ui
@@ -234,15 +234,13 @@ def _category_codes(col: pd.Series, categories: tuple) -> tuple[np.ndarray, np.n
 
     A text column's distinct values are looked up once (``pd.factorize``, pandas' own equality,
     then the categories of the distinct values): the same codes at a fraction of the cost on a
-    million rows. The factorisation of a column that cannot change is kept while it lives
-    (:func:`mptool.inputs.memo.factorized`): a naive Bayes audit encodes T five times (A(T)'s
+    million rows. The codes of a column that cannot change are kept while it lives
+    (:func:`mptool.inputs.memo.category_codes`): a naive Bayes audit encodes T six times (A(T)'s
     fit, its predictions, the engine, the bounds), the 1.41 M military records' text once (issue 28).
     """
     if col.dtype.kind in "biufcmM":  # numbers, booleans, dates: pandas' lookup is fast already
         return pd.Categorical(col, categories=list(categories)).codes.astype(np.int64), col.isna().to_numpy()
-    codes, distinct = factorized(col)
-    lookup = pd.Categorical(distinct, categories=list(categories)).codes.astype(np.int64)
-    return np.where(codes >= 0, lookup[np.maximum(codes, 0)], -1), codes < 0
+    return category_codes(col, categories)
 
 
 def _categorical_domains(spec: Spec, schema: Schema) -> tuple:
