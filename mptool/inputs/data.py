@@ -186,13 +186,22 @@ MAX_FIRST_LINE_BYTES = 16 << 20
 
 
 def _check_first_line(path: Path) -> None:
-    """InputError unless a line break comes within the first ``MAX_FIRST_LINE_BYTES`` (decompressed) bytes."""
+    """InputError unless a line break comes within the first ``MAX_FIRST_LINE_BYTES`` (decompressed) bytes.
+
+    Read in pieces up to the first line break: a CSV's header ends in its first piece, so a .gz
+    is not unpacked a third time just for this (issue 28).
+    """
+    seen = 0
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:
-            head = fh.read(MAX_FIRST_LINE_BYTES)
+            while seen < MAX_FIRST_LINE_BYTES:
+                piece = fh.read(min(1 << 16, MAX_FIRST_LINE_BYTES - seen))
+                if not piece or b"\n" in piece or b"\r" in piece:
+                    return
+                seen += len(piece)
     except (OSError, EOFError):
         return  # a damaged .gz or unreadable file is reported by the read itself
-    if len(head) == MAX_FIRST_LINE_BYTES and b"\n" not in head and b"\r" not in head:
+    if seen >= MAX_FIRST_LINE_BYTES:
         raise InputError(
             f"{path}: no line break in the first {MAX_FIRST_LINE_BYTES:,} bytes; a CSV has a header row and "
             "one line per record (is it a binary or compressed file without .gz?)"
