@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mptool.inputs.memo import factorized, remember
+from mptool.inputs.memo import distinct, factorized, remember
 from mptool.inputs.spec import ReadSpec, Spec
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
@@ -606,7 +606,7 @@ def _feature(name: str, s: pd.Series, spec: Spec, where: str) -> tuple[Column, p
         text = pd.Series(pd.array(cells, dtype=str), index=s.index, name=s.name)
     else:
         text = s.astype(object).where(s.notna(), MISSING_CATEGORY).astype(str)
-    cats = tuple(sorted(text.unique()))
+    cats = tuple(sorted(distinct(text)))
     if len(cats) > MAX_CATEGORIES:
         raise InputError(
             f"{where}: categorical column '{name}' has {len(cats)} distinct values "
@@ -636,7 +636,7 @@ def stray_text(s: pd.Series) -> tuple[int, int] | None:
     if text.empty or pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
         return None
     cells = text.astype(str)
-    values = pd.Series(pd.unique(cells))  # each distinct text once
+    values = pd.Series(distinct(cells))  # each distinct text once
     odd = set(values[pd.to_numeric(values, errors="coerce").isna()].tolist())
     if not odd or odd <= _LIKELY_MARKERS or len(odd) == len(values):
         return None
@@ -716,10 +716,10 @@ def _label(y: pd.Series, spec: Spec, where: str, notes: list[str]) -> np.ndarray
                 "mptool audits classifiers: bin it with data.label_bins or choose a class column"
             )
     if y.dtype == _TEXT_DTYPE:  # one str object per distinct label, shared (1.41 M labels: 11 MB, not 100 MB)
-        codes, distinct = pd.factorize(y, use_na_sentinel=True)
+        codes, seen = factorized(y)
         if len(codes) and codes.min() >= 0:
-            distinct = np.asarray(distinct, dtype=object)
-            return remember(distinct[codes], codes, distinct)  # read-only, its codes kept (mptool.inputs.memo)
+            seen = np.asarray(seen, dtype=object)
+            return remember(seen[codes], codes, seen)  # read-only, its codes kept (mptool.inputs.memo)
     return y.to_numpy()
 
 
@@ -735,7 +735,7 @@ def _marker_hints(df: pd.DataFrame, markers: list[str]) -> list[str]:
         if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
             continue
         text = s.dropna().astype(str)
-        values = pd.Series(text.unique())  # each distinct text once: a column of 50,000 cells has few
+        values = pd.Series(distinct(text))  # each distinct text once: a column of 50,000 cells has few
         numeric = pd.to_numeric(values, errors="coerce").notna()
         odd = set(values[~numeric].tolist())
         if numeric.any() and odd and odd <= _LIKELY_MARKERS and not odd & set(markers):

@@ -52,6 +52,16 @@ def factorized(values: Any) -> tuple[np.ndarray, Any]:
     return codes, distinct
 
 
+def distinct(values: Any) -> Any:
+    """``pd.unique(values)``: for a kept text column without missing cells, its factorisation's distinct values
+    (the same values, first seen first), so reading the data and encoding T hash the column once."""
+    if _data(values) is not None:
+        codes, uniques = factorized(values)
+        if not (codes < 0).any():
+            return uniques
+    return pd.unique(values)
+
+
 def category_codes(values: Any, categories: tuple) -> tuple[np.ndarray, np.ndarray]:
     """(``pd.Categorical(values, categories).codes``, ``values.isna()``) of a text column, each distinct value
     looked up once; kept per ``categories`` while immutable ``values`` live (A(T)'s encoder meets T again and
