@@ -72,8 +72,11 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int]:
 
 
 def without_timings(doc: dict) -> dict:
-    """pdtp.json less what differs between two runs of the same audit (its timings)."""
-    summary = {k: v for k, v in doc["summary"].items() if k != "timings"}
+    """pdtp.json less what differs between two runs of the same audit: its timings (``timings``, the workers'
+    ``fit_s``), the command line, start time and output folder, and the signature over them."""
+    summary = {k: v for k, v in doc["summary"].items() if k not in ("timings", "out", "signature")}
+    summary["workers"] = {k: v for k, v in summary.get("workers", {}).items() if k != "fit_s"}
+    summary["manifest"] = {k: v for k, v in summary.get("manifest", {}).items() if k not in ("command", "started")}
     return {**doc, "summary": summary}
 
 
@@ -137,7 +140,7 @@ def main() -> None:
             same_json = without_timings(doc) == without_timings(old_doc)
             print(f"  against base {args.base}: CPU {old_cpu:.2f} -> {cpu:.2f} s ({old_cpu / cpu:.2f}x), peak RSS "
                   f"{old_rss:.2f} -> {rss:.2f} GB; pdtp.csv {'byte-identical' if same_csv else 'DIFFERENT'}, "
-                  f"pdtp.json {'equal' if same_json else 'DIFFERENT'} but for its timings")
+                  f"pdtp.json {'equal' if same_json else 'DIFFERENT'} but for its timings, command line and signature")
         print("  pdtp.json timings (wall s): " + ", ".join(f"{k} {v}" for k, v in summary["timings"].items()))
     finally:
         if args.base:

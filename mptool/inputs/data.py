@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import re
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -160,17 +161,26 @@ BOMB_BYTES = 256 << 20
 BOMB_RATIO = 500
 
 
-def _check_gzip(path: Path) -> None:
+#: A .gz unpacking to at most this many bytes is parsed from the bytes its check unpacked (not unpacked twice).
+KEEP_UNPACKED_BYTES = 64 << 20
+
+
+def _check_gzip(path: Path) -> bytes | None:
     """Decompress ``path`` to its end: a truncated .gz must not be read as a shorter, valid-looking CSV.
 
-    The unpacked bytes are counted, not kept: a bomb (a few MB unpacking to many GB) is refused
-    before pandas reads it into memory.
+    The unpacked bytes are counted: a bomb (a few MB unpacking to many GB) is refused before
+    pandas reads it into memory. Returned when they are at most ``KEEP_UNPACKED_BYTES`` (the CSV
+    is then parsed from them: the 1.41 M military records' 50 MB are unpacked once), else None.
     """
     packed, total = max(path.stat().st_size, 1), 0
+    kept: list[bytes] | None = []
     try:
         with gzip.open(path, "rb") as fh:
             while chunk := fh.read(1 << 20):
                 total += len(chunk)
+                kept = kept if kept is not None and total <= KEEP_UNPACKED_BYTES else None
+                if kept is not None:
+                    kept.append(chunk)
                 if total > BOMB_BYTES and total > BOMB_RATIO * packed:
                     raise InputError(
                         f"{path}: unpacks to more than {total:,} bytes from {packed:,} (over {BOMB_RATIO} times "
@@ -179,6 +189,7 @@ def _check_gzip(path: Path) -> None:
     except (OSError, EOFError) as exc:
         detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(f"{path}: the gzip file is damaged or truncated ({detail}); copy it again") from None
+    return b"".join(kept) if kept is not None else None
 
 
 #: Longest first line of a CSV: a file without a line break (zeros, a binary file) is not read whole into memory.
@@ -239,7 +250,7 @@ def _csv_options(read: ReadSpec) -> dict[str, Any]:
             "skipinitialspace": read.skip_spaces}
 
 
-def _pandas_csv(path: Path, missing: tuple[str, ...] | None, **kwargs: Any) -> pd.DataFrame:
+def _pandas_csv(path: Path | io.BytesIO, missing: tuple[str, ...] | None, **kwargs: Any) -> pd.DataFrame:
     """The one call of ``pandas.read_csv``: pandas' own list of missing markers is never used.
 
     ``missing`` None keeps every cell as its text (empty cells stay ""); otherwise exactly
@@ -286,14 +297,15 @@ def read_csv(
     if is_parquet(path):
         return read_parquet(path, missing)
     _check_first_line(path)
-    if path.suffix == ".gz":
-        _check_gzip(path)
+    unpacked = _check_gzip(path) if path.suffix == ".gz" else None
     names = _header_names(path, read)
     kwargs = _csv_options(read)
     if read.header is not True and read.header is not None:
         kwargs.update(header=None, names=names)
     try:
-        df = _pandas_csv(path, tuple(missing), low_memory=False, **kwargs)
+        df = _pandas_csv(io.BytesIO(unpacked) if unpacked is not None else path, tuple(missing), low_memory=False,
+                         **kwargs)
+        del unpacked
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError, EOFError) as exc:
         has_header = read.header is not False and not isinstance(read.header, list)
         raise InputError(_unreadable(path, exc, has_header)) from None
