@@ -100,3 +100,15 @@ def test_shared_tails_give_pandas_bytes(rows: int, monkeypatch: pytest.MonkeyPat
     no_lead = frame.drop(columns="row")  # no leading plain column
     assert csvtext.to_csv_text(no_lead, CSV_FLOAT_FORMAT) == no_lead.to_csv(
         index=False, float_format=CSV_FLOAT_FORMAT, lineterminator="\n")
+
+
+def test_taken_labels_from_kept_codes() -> None:
+    from mptool.api.pdtp import taken
+
+    distinct_labels = np.asarray(["<=50K", ">50K", "a,b"], dtype=object)
+    codes = np.arange(6000) % 3
+    kept = memo.remember(distinct_labels[codes], codes, distinct_labels)
+    idx = np.arange(5999, -1, -2)
+    got = pd.Series(taken(kept, idx))
+    want = pd.Series(np.asarray(kept, dtype=object)[idx])  # pandas' own text column of the same labels
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
