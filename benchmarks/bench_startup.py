@@ -41,23 +41,26 @@ NB_GOAL_EXTRA_CPU_S = 1.2
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measure(cmd: list[str], repeat: int, env: dict[str, str], cwd: str) -> tuple[list[float], list[float]]:
-    """CPU (user + system) and wall seconds of ``repeat`` runs of ``cmd`` after one warm-up run.
-
-    ``cwd`` is a folder without mptool in it: ``python -m`` puts the working folder first on the
-    path, so the tree measured is the one ``PYTHONPATH`` names."""
-    subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
-    cpu, wall = [], []
+def measure_all(runs: dict[str, tuple[list[str], dict[str, str]]], repeat: int,
+                cwd: str) -> dict[str, tuple[list[float], list[float]]]:
+    """CPU (user + system) and wall seconds of ``repeat`` runs of each command, after one warm-up run of each:
+    ``repeat`` rounds of one run of each in turn, so a load that drifts during the benchmark weighs on every
+    command alike. ``cwd`` is a folder without mptool in it: ``python -m`` puts the working folder first on
+    the path, so the tree measured is the one ``PYTHONPATH`` names."""
+    for cmd, env in runs.values():
+        subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
+    res: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in runs}
     for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        done = subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
-        wall.append(time.perf_counter() - t0)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-        if done.returncode not in (0, 1):
-            raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
-    return cpu, wall
+        for name, (cmd, env) in runs.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            done = subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
+            res[name][1].append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            res[name][0].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            if done.returncode not in (0, 1):
+                raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
+    return res
 
 
 def line(name: str, cpu: list[float], wall: list[float]) -> str:
@@ -88,14 +91,15 @@ def main() -> None:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base_tree), args.base],
                        check=True)
     try:
-        res = {name: measure(cmd, args.repeat, env, out) for name, cmd in runs.items()}
+        todo = {name: (cmd, env) for name, cmd in runs.items()}
         if args.base:
             old = {**env, "PYTHONPATH": str(base_tree)}
             old_out = tempfile.mkdtemp(prefix="bench-startup-base-out-")
             demo = runs["mptool pdtp (1,000-record NB demo)"]
-            res["mptool --help (--base)"] = measure(runs["mptool --help"], args.repeat, old, out)
-            res["mptool pdtp (--base)"] = measure([*demo[:5], old_out, *demo[6:]], args.repeat, old, out)
-            res["mptool pdtp (again, this tree)"] = measure(demo, args.repeat, env, out)  # load drifts: both sides
+            todo["mptool --help (--base)"] = (runs["mptool --help"], old)
+            todo["mptool pdtp (--base)"] = ([*demo[:5], old_out, *demo[6:]], old)
+        res = measure_all(todo, args.repeat, out)  # in turn: the load weighs on both trees alike
+        if args.base:
             same = (Path(out) / "pdtp.csv").read_bytes() == (Path(old_out) / "pdtp.csv").read_bytes()
     finally:
         if worktree:
@@ -110,7 +114,7 @@ def main() -> None:
     print(f"mptool --help: {help_cpu:.3f} CPU s = {help_cpu / HELP_GOAL_CPU_S:.2f}x the {HELP_GOAL_CPU_S} s goal "
           f"({help_cpu - typer_cpu:+.3f} s over importing typer alone)")
     sk = min(res["python -c 'import sklearn.naive_bayes'"][0])
-    nb = min(res["mptool pdtp (1,000-record NB demo)"][0] + res.get("mptool pdtp (again, this tree)", ([], []))[0])
+    nb = min(res["mptool pdtp (1,000-record NB demo)"][0])
     print(f"pdtp NB demo: {nb:.3f} CPU s = sklearn import {sk:.3f} s + {nb - sk:.3f} s "
           f"({(nb - sk) / NB_GOAL_EXTRA_CPU_S:.2f}x the {NB_GOAL_EXTRA_CPU_S} s goal beyond the import; "
           f"ratio to the import {nb / sk:.2f})")
