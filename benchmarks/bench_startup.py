@@ -14,10 +14,12 @@ of each writes the bytecode caches (``PYTHONDONTWRITEBYTECODE`` is dropped from 
 environment: an installed package has its caches). The minimum over the repeats is the figure
 least disturbed by other load on a shared machine; the median is printed too, with the load.
 
-``--base DIR`` also times ``--help`` and the demo with the mptool source tree in DIR (e.g. an
-export of an older revision: ``git archive fad0552 | tar -x -C /tmp/base``), in the same run.
+``--base REV`` also times ``--help`` and the demo with the code of git revision REV (checked out
+into a temporary git worktree; 2c5f829 is the tree before helper mil's issue 28 work), or with
+the mptool source tree in REV when it is a folder, in the same run, the runs of the two trees
+taking turns; the demo's pdtp.csv of both must be byte-identical.
 
-Usage: python benchmarks/bench_startup.py [--repeat N] [--base DIR]   (default 5; --repeat 2 for a quick look)
+Usage: python benchmarks/bench_startup.py [--repeat N] [--base REV|DIR]   (default 5; --repeat 2 for a quick look)
 """
 
 from __future__ import annotations
@@ -39,23 +41,26 @@ NB_GOAL_EXTRA_CPU_S = 1.2
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measure(cmd: list[str], repeat: int, env: dict[str, str], cwd: str) -> tuple[list[float], list[float]]:
-    """CPU (user + system) and wall seconds of ``repeat`` runs of ``cmd`` after one warm-up run.
-
-    ``cwd`` is a folder without mptool in it: ``python -m`` puts the working folder first on the
-    path, so the tree measured is the one ``PYTHONPATH`` names."""
-    subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
-    cpu, wall = [], []
+def measure_all(runs: dict[str, tuple[list[str], dict[str, str]]], repeat: int,
+                cwd: str) -> dict[str, tuple[list[float], list[float]]]:
+    """CPU (user + system) and wall seconds of ``repeat`` runs of each command, after one warm-up run of each:
+    ``repeat`` rounds of one run of each in turn, so a load that drifts during the benchmark weighs on every
+    command alike. ``cwd`` is a folder without mptool in it: ``python -m`` puts the working folder first on
+    the path, so the tree measured is the one ``PYTHONPATH`` names."""
+    for cmd, env in runs.values():
+        subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
+    res: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in runs}
     for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        done = subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
-        wall.append(time.perf_counter() - t0)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-        if done.returncode not in (0, 1):
-            raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
-    return cpu, wall
+        for name, (cmd, env) in runs.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            done = subprocess.run(cmd, env=env, capture_output=True, check=False, cwd=cwd)
+            res[name][1].append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            res[name][0].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            if done.returncode not in (0, 1):
+                raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
+    return res
 
 
 def line(name: str, cpu: list[float], wall: list[float]) -> str:
@@ -80,11 +85,25 @@ def main() -> None:
         "python -c 'import sklearn.naive_bayes'": [py, "-c", "import sklearn.naive_bayes"],
         "mptool pdtp (1,000-record NB demo)": [py, "-m", "mptool", "pdtp", "--out", out, "--force", "-q", "-j", "1"],
     }
-    res = {name: measure(cmd, args.repeat, env, out) for name, cmd in runs.items()}
-    if args.base:
-        old = {**env, "PYTHONPATH": str(Path(args.base).resolve())}
-        res["mptool --help (--base)"] = measure(runs["mptool --help"], args.repeat, old, out)
-        res["mptool pdtp (--base)"] = measure(runs["mptool pdtp (1,000-record NB demo)"], args.repeat, old, out)
+    base_tree, worktree = (Path(args.base).resolve(), False) if args.base and Path(args.base).is_dir() else (
+        Path(tempfile.mkdtemp(prefix="bench-startup-base-")) / "tree", bool(args.base))
+    if worktree:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base_tree), args.base],
+                       check=True)
+    try:
+        todo = {name: (cmd, env) for name, cmd in runs.items()}
+        if args.base:
+            old = {**env, "PYTHONPATH": str(base_tree)}
+            old_out = tempfile.mkdtemp(prefix="bench-startup-base-out-")
+            demo = runs["mptool pdtp (1,000-record NB demo)"]
+            todo["mptool --help (--base)"] = (runs["mptool --help"], old)
+            todo["mptool pdtp (--base)"] = ([*demo[:5], old_out, *demo[6:]], old)
+        res = measure_all(todo, args.repeat, out)  # in turn: the load weighs on both trees alike
+        if args.base:
+            same = (Path(out) / "pdtp.csv").read_bytes() == (Path(old_out) / "pdtp.csv").read_bytes()
+    finally:
+        if worktree:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)], check=False)
     load1 = os.getloadavg()[0]
     print(f"bench_startup: {args.repeat} runs each after a warm-up; load {load0:.2f} before, {load1:.2f} after "
           f"({os.cpu_count()} CPUs)")
@@ -101,8 +120,10 @@ def main() -> None:
           f"ratio to the import {nb / sk:.2f})")
     if args.base:
         old_help, old_nb = min(res["mptool --help (--base)"][0]), min(res["mptool pdtp (--base)"][0])
-        print(f"against --base: --help {old_help:.3f} -> {help_cpu:.3f} CPU s ({old_help / help_cpu:.1f}x); "
-              f"pdtp demo {old_nb:.3f} -> {nb:.3f} CPU s ({old_nb / nb:.2f}x)")
+        print(f"against --base {args.base}: --help {old_help:.3f} -> {help_cpu:.3f} CPU s "
+              f"({old_help / help_cpu:.1f}x); "
+              f"pdtp demo {old_nb:.3f} -> {nb:.3f} CPU s ({old_nb / nb:.2f}x; beyond the sklearn import "
+              f"{old_nb - sk:.3f} -> {nb - sk:.3f} s); demo pdtp.csv {'byte-identical' if same else 'DIFFERENT'}")
 
 
 if __name__ == "__main__":

@@ -29,20 +29,17 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mptool.api.early import WARM_MODULES
 from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_positions
 from mptool.api.randomized import check_replicate_options, detect_for
-from mptool.api.reduce import ReduceOptions, ReduceOutcome, parse_strategy, run_reduce
-from mptool.attacks import DEFAULT_SHADOW_POOL
 from mptool.inputs import options as checks
 from mptool.inputs.models import proba_in, resolve_estimator
 from mptool.inputs.prepare import Prepared, fit_checked, prepare
 from mptool.inputs.spec import Spec, load_spec, parse_spec
-from mptool.inputs.trained import compare_to_spec, load_trained
 from mptool.loo import no_exact_engine, select_engine
 from mptool.privacy.release import gate_policy, policy_dict, release_summary, released_template
 from mptool.privacy.stability import resolve_queries
@@ -50,6 +47,9 @@ from mptool.runtime import prestart
 from mptool.runtime.checkpoint import options_dict, run_key, saving_on_interrupt
 from mptool.runtime.errors import InputError
 from mptool.runtime.parallel import check_backend, checkpointing, choose_workers, session
+
+if TYPE_CHECKING:  # imported where used: reduce-dtp, attack and --trained are not on the pdtp demo's path (issue 28)
+    from mptool.api.reduce import ReduceOutcome
 
 Data = str | Path | pd.DataFrame
 SpecLike = Spec | Mapping[str, Any] | str | Path
@@ -142,6 +142,8 @@ def with_trained(prep: Prepared, trained: str | Path | None, allow_import: tuple
     """``prep`` with the --trained artefact loaded and checked to predict like A(T) on T (InputError if not)."""
     if trained is None:
         return prep
+    from mptool.inputs.trained import compare_to_spec, load_trained
+
     shipped = load_trained(trained, allow_import)
     p_spec = proba_in(fit_checked(prep.template, prep.train), prep.train.X, prep.classes)
     numeric = [c.name for c in prep.train.schema.columns if c.kind == "numeric"]
@@ -324,6 +326,7 @@ def attack(
     ``rmia_gamma``, ``rmia_offline_a``: RMIA's pairwise threshold and offline a ("auto": tuned;
     :mod:`mptool.attacks.rmia`).
     """
+    from mptool.attacks import DEFAULT_SHADOW_POOL
     from mptool.attacks.artefact import artefact_gates, attack_artefact  # the attack modules: only here (issue 28)
     from mptool.attacks.protocol import AttackOptions, parse_attacks, plan_attack, run_attack
 
@@ -392,6 +395,8 @@ def reduce_dtp(
     )
     spec = as_spec(spec)
     backend = check_backend(backend, scheduler)
+    from mptool.api.reduce import ReduceOptions, parse_strategy, run_reduce
+
     options = ReduceOptions(threshold, max_removals, parse_strategy(strategy), jobs, engine, backend=backend)
     if prepared is None:
         prestart_refits(spec, engine, jobs, backend, allow_import)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from mptool.api.randomized import REPLICATE_COLUMNS, choose_engine, replicate_block, replicate_table, replicate_verdict
 from mptool.inputs.fingerprint import fingerprints, identity, run_key
+from mptool.inputs.memo import factorized
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, check_before_work, select_engine
 from mptool.outputs.results import manifest
@@ -184,7 +185,11 @@ def taken(values: np.ndarray, idx: np.ndarray) -> Any:
     picked = values[idx]
     if picked.dtype != object or len(picked) <= 4096:
         return picked
-    codes, distinct = pd.factorize(picked, use_na_sentinel=False)
+    known, distinct = factorized(values)  # T's labels: their kept factorisation (mptool.inputs.memo)
+    if (known < 0).any():
+        codes, distinct = pd.factorize(picked, use_na_sentinel=False)
+    else:
+        codes = known[idx]
     small = pd.Series(np.asarray(distinct, dtype=object))
     if not isinstance(small.dtype, pd.StringDtype) or small.isna().any():
         return picked

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import re
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mptool.inputs.memo import distinct, factorized, remember
 from mptool.inputs.spec import ReadSpec, Spec
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
@@ -159,17 +161,26 @@ BOMB_BYTES = 256 << 20
 BOMB_RATIO = 500
 
 
-def _check_gzip(path: Path) -> None:
+#: A .gz unpacking to at most this many bytes is parsed from the bytes its check unpacked (not unpacked twice).
+KEEP_UNPACKED_BYTES = 64 << 20
+
+
+def _check_gzip(path: Path) -> bytes | None:
     """Decompress ``path`` to its end: a truncated .gz must not be read as a shorter, valid-looking CSV.
 
-    The unpacked bytes are counted, not kept: a bomb (a few MB unpacking to many GB) is refused
-    before pandas reads it into memory.
+    The unpacked bytes are counted: a bomb (a few MB unpacking to many GB) is refused before
+    pandas reads it into memory. Returned when they are at most ``KEEP_UNPACKED_BYTES`` (the CSV
+    is then parsed from them: the 1.41 M military records' 50 MB are unpacked once), else None.
     """
     packed, total = max(path.stat().st_size, 1), 0
+    kept: list[bytes] | None = []
     try:
         with gzip.open(path, "rb") as fh:
             while chunk := fh.read(1 << 20):
                 total += len(chunk)
+                kept = kept if kept is not None and total <= KEEP_UNPACKED_BYTES else None
+                if kept is not None:
+                    kept.append(chunk)
                 if total > BOMB_BYTES and total > BOMB_RATIO * packed:
                     raise InputError(
                         f"{path}: unpacks to more than {total:,} bytes from {packed:,} (over {BOMB_RATIO} times "
@@ -178,6 +189,7 @@ def _check_gzip(path: Path) -> None:
     except (OSError, EOFError) as exc:
         detail = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(f"{path}: the gzip file is damaged or truncated ({detail}); copy it again") from None
+    return b"".join(kept) if kept is not None else None
 
 
 #: Longest first line of a CSV: a file without a line break (zeros, a binary file) is not read whole into memory.
@@ -185,13 +197,22 @@ MAX_FIRST_LINE_BYTES = 16 << 20
 
 
 def _check_first_line(path: Path) -> None:
-    """InputError unless a line break comes within the first ``MAX_FIRST_LINE_BYTES`` (decompressed) bytes."""
+    """InputError unless a line break comes within the first ``MAX_FIRST_LINE_BYTES`` (decompressed) bytes.
+
+    Read in pieces up to the first line break: a CSV's header ends in its first piece, so a .gz
+    is not unpacked a third time just for this (issue 28).
+    """
+    seen = 0
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as fh:
-            head = fh.read(MAX_FIRST_LINE_BYTES)
+            while seen < MAX_FIRST_LINE_BYTES:
+                piece = fh.read(min(1 << 16, MAX_FIRST_LINE_BYTES - seen))
+                if not piece or b"\n" in piece or b"\r" in piece:
+                    return
+                seen += len(piece)
     except (OSError, EOFError):
         return  # a damaged .gz or unreadable file is reported by the read itself
-    if len(head) == MAX_FIRST_LINE_BYTES and b"\n" not in head and b"\r" not in head:
+    if seen >= MAX_FIRST_LINE_BYTES:
         raise InputError(
             f"{path}: no line break in the first {MAX_FIRST_LINE_BYTES:,} bytes; a CSV has a header row and "
             "one line per record (is it a binary or compressed file without .gz?)"
@@ -229,7 +250,7 @@ def _csv_options(read: ReadSpec) -> dict[str, Any]:
             "skipinitialspace": read.skip_spaces}
 
 
-def _pandas_csv(path: Path, missing: tuple[str, ...] | None, **kwargs: Any) -> pd.DataFrame:
+def _pandas_csv(path: Path | io.BytesIO, missing: tuple[str, ...] | None, **kwargs: Any) -> pd.DataFrame:
     """The one call of ``pandas.read_csv``: pandas' own list of missing markers is never used.
 
     ``missing`` None keeps every cell as its text (empty cells stay ""); otherwise exactly
@@ -276,14 +297,15 @@ def read_csv(
     if is_parquet(path):
         return read_parquet(path, missing)
     _check_first_line(path)
-    if path.suffix == ".gz":
-        _check_gzip(path)
+    unpacked = _check_gzip(path) if path.suffix == ".gz" else None
     names = _header_names(path, read)
     kwargs = _csv_options(read)
     if read.header is not True and read.header is not None:
         kwargs.update(header=None, names=names)
     try:
-        df = _pandas_csv(path, tuple(missing), low_memory=False, **kwargs)
+        df = _pandas_csv(io.BytesIO(unpacked) if unpacked is not None else path, tuple(missing), low_memory=False,
+                         **kwargs)
+        del unpacked
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError, EOFError) as exc:
         has_header = read.header is not False and not isinstance(read.header, list)
         raise InputError(_unreadable(path, exc, has_header)) from None
@@ -596,7 +618,7 @@ def _feature(name: str, s: pd.Series, spec: Spec, where: str) -> tuple[Column, p
         text = pd.Series(pd.array(cells, dtype=str), index=s.index, name=s.name)
     else:
         text = s.astype(object).where(s.notna(), MISSING_CATEGORY).astype(str)
-    cats = tuple(sorted(text.unique()))
+    cats = tuple(sorted(distinct(text)))
     if len(cats) > MAX_CATEGORIES:
         raise InputError(
             f"{where}: categorical column '{name}' has {len(cats)} distinct values "
@@ -626,7 +648,7 @@ def stray_text(s: pd.Series) -> tuple[int, int] | None:
     if text.empty or pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
         return None
     cells = text.astype(str)
-    values = pd.Series(pd.unique(cells))  # each distinct text once
+    values = pd.Series(distinct(cells))  # each distinct text once
     odd = set(values[pd.to_numeric(values, errors="coerce").isna()].tolist())
     if not odd or odd <= _LIKELY_MARKERS or len(odd) == len(values):
         return None
@@ -706,9 +728,10 @@ def _label(y: pd.Series, spec: Spec, where: str, notes: list[str]) -> np.ndarray
                 "mptool audits classifiers: bin it with data.label_bins or choose a class column"
             )
     if y.dtype == _TEXT_DTYPE:  # one str object per distinct label, shared (1.41 M labels: 11 MB, not 100 MB)
-        codes, distinct = pd.factorize(y, use_na_sentinel=True)
+        codes, seen = factorized(y)
         if len(codes) and codes.min() >= 0:
-            return np.asarray(distinct, dtype=object)[codes]
+            seen = np.asarray(seen, dtype=object)
+            return remember(seen[codes], codes, seen)  # read-only, its codes kept (mptool.inputs.memo)
     return y.to_numpy()
 
 
@@ -724,7 +747,7 @@ def _marker_hints(df: pd.DataFrame, markers: list[str]) -> list[str]:
         if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
             continue
         text = s.dropna().astype(str)
-        values = pd.Series(text.unique())  # each distinct text once: a column of 50,000 cells has few
+        values = pd.Series(distinct(text))  # each distinct text once: a column of 50,000 cells has few
         numeric = pd.to_numeric(values, errors="coerce").notna()
         odd = set(values[~numeric].tolist())
         if numeric.any() and odd and odd <= _LIKELY_MARKERS and not odd & set(markers):
@@ -779,7 +802,9 @@ def label_counts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     go to numpy.
     """
     arr = np.asarray(y)
-    codes, distinct = pd.factorize(arr, use_na_sentinel=False) if arr.dtype == object else (None, [])
+    codes, distinct = factorized(arr) if arr.dtype == object else (None, [])
+    if codes is not None and (codes < 0).any():  # a missing label: counted as numpy counts it
+        codes, distinct = pd.factorize(arr, use_na_sentinel=False)
     values = list(np.asarray(distinct, dtype=object).tolist())
     if codes is None or not all(type(v) is str for v in values):
         return np.unique(arr.astype(str), return_counts=True)

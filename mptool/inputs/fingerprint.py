@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.inputs.data import Records
+from mptool.inputs.memo import factorized
 from mptool.runtime.errors import InputError
 
 #: Hex digits kept of each HMAC-SHA-256 fingerprint (64 bits).
@@ -93,10 +94,16 @@ def _cell_text(value: object, numeric: bool) -> str:
 def _column_codes(values: pd.Series | np.ndarray) -> tuple[np.ndarray, list[str]]:
     """(code per cell, canonical text per code) of one column (module docstring); each distinct value once."""
     if isinstance(values, pd.Series) and isinstance(values.dtype, pd.StringDtype):  # text: no Python str per cell
-        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        codes, uniques = factorized(values)  # kept while the column lives (mptool.inputs.memo); no copy of T
+        if (codes < 0).any():
+            codes, uniques = pd.factorize(values, use_na_sentinel=False)
         return np.asarray(codes, dtype=np.int64), [_cell_text(v, False) for v in uniques.tolist()]
     arr = np.asarray(values)
     numeric = arr.dtype.kind in "iuf"
+    if arr.dtype == object:  # e.g. the labels: their kept codes where nothing is missing (mptool.inputs.memo)
+        codes, uniques = factorized(arr)
+        if not (codes < 0).any():
+            return np.asarray(codes, dtype=np.int64), [_cell_text(v, False) for v in uniques]
     codes, uniques = pd.factorize(arr.astype(float) + 0.0 if numeric else arr, use_na_sentinel=False)  # -0.0 -> 0.0
     return np.asarray(codes, dtype=np.int64), [_cell_text(v, numeric) for v in uniques]
 

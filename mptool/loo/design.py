@@ -22,12 +22,24 @@ from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
+from mptool.inputs.memo import factorized
 from mptool.inputs.models import DomainEncoder
 
 
 def class_index(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    """Index of each label in ``classes`` (ValueError when a label is not one of them)."""
-    codes = pd.Categorical(pd.Series(y, dtype=object), categories=list(classes)).codes.astype(np.int64)
+    """Index of each label in ``classes`` (ValueError when a label is not one of them).
+
+    Each distinct label is looked up once, from the labels' kept factorisation
+    (:func:`mptool.inputs.memo.factorized`; the same codes as a lookup of every label, issue 28).
+    """
+    arr = np.asarray(y)
+    if arr.dtype == object and arr.ndim == 1:
+        seen, distinct = factorized(arr)
+        lookup = pd.Categorical(pd.Series(np.asarray(distinct, dtype=object), dtype=object),
+                                categories=list(classes)).codes.astype(np.int64)
+        codes = np.where(seen >= 0, lookup[np.maximum(seen, 0)], -1)
+    else:
+        codes = pd.Categorical(pd.Series(y, dtype=object), categories=list(classes)).codes.astype(np.int64)
     if (codes < 0).any():
         raise ValueError("a label is not among the classes")
     return codes

@@ -57,11 +57,51 @@ def _render(frame: pd.DataFrame, columns: list[tuple[str, Any]], float_format: s
 
     out = bytearray(_csv_line(list(frame.columns)).encode("utf-8"))
     for start in range(0, len(frame), CHUNK_ROWS):
-        cells = [_texts(kind, values[start:start + CHUNK_ROWS], float_format) for kind, values in columns]
-        lines = pc.binary_join_element_wise(*cells, ",")
-        lines = pc.binary_join_element_wise(lines, "", "\n")  # each line and its "\n" (no null: every cell is text)
+        cells = [_coded(kind, values[start:start + CHUNK_ROWS], float_format) for kind, values in columns]
+        lines = _shared_tail(cells)
+        if lines is None:
+            lines = pc.binary_join_element_wise(*[_text_array(*c) if isinstance(c, tuple) else c for c in cells], ",")
+            lines = pc.binary_join_element_wise(lines, "", "\n")  # each line and its "\n" (no null: all is text)
         out += _arrow_bytes(lines)
     return out
+
+
+def _shared_tail(cells: list[Any]) -> Any:
+    """The lines of a chunk (each with its ``\n``) when its last columns take few distinct combinations, else None.
+
+    A column given as (distinct texts, codes) is text only where the lines need it: when the
+    columns after the leading plain ones (e.g. ``row``) take few distinct combinations (the
+    1.41 M military records: 1,646), each combination's text ``a,b,...\n`` is joined once and
+    taken by index -- the same bytes, a fraction of the per-cell joins.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lead = 0
+    while lead < len(cells) and not isinstance(cells[lead], tuple):
+        lead += 1
+    tail = cells[lead:]
+    if len(tail) >= 2 and all(isinstance(c, tuple) for c in tail):
+        n = len(tail[0][1])
+        inverse = np.zeros(n, dtype=np.int64)
+        for texts, codes in tail:  # the combination's index, renumbered by a hash at each column (no overflow)
+            inverse = np.asarray(pd.factorize(inverse * len(texts) + codes)[0], dtype=np.int64)
+            if inverse.size and int(inverse.max()) >= n // 4:  # mostly distinct: nothing to share
+                break
+        else:
+            first = np.full(int(inverse.max()) + 1 if n else 0, -1, dtype=np.int64)
+            first[inverse[::-1]] = np.arange(n - 1, -1, -1)
+            joined = pc.binary_join_element_wise(*[_text_array(t, c[first]) for t, c in tail], ",")
+            joined = pc.binary_join_element_wise(joined, "", "\n")
+            return pc.binary_join_element_wise(*cells[:lead], joined.take(pa.array(inverse)), ",")
+    return None
+
+
+def _text_array(texts: list[str], codes: np.ndarray) -> Any:
+    """The Arrow text array of ``texts[codes]``."""
+    import pyarrow as pa
+
+    return pa.array(texts, type=pa.string()).take(pa.array(codes))
 
 
 def _arrow_bytes(lines: Any) -> memoryview:
@@ -100,10 +140,17 @@ def _column_kinds(frame: pd.DataFrame) -> list[tuple[str, Any]] | None:
 
 def _texts(kind: str, values: np.ndarray, float_format: str | None) -> Any:
     """The CSV field of every value of one column chunk as an Arrow string array (quoted where csv would)."""
+    cells = _coded(kind, values, float_format)
+    return _text_array(*cells) if isinstance(cells, tuple) else cells
+
+
+def _coded(kind: str, values: np.ndarray, float_format: str | None) -> Any:
+    """:func:`_texts` as (distinct texts, each value's index into them) where a column has such codes, else the
+    Arrow string array itself."""
     import pyarrow as pa
 
     if kind == "plain" and values.dtype == np.bool_:  # numpy's text of a boolean, as pandas writes it
-        return pa.array(["False", "True"], type=pa.string()).take(pa.array(values.view(np.uint8)))
+        return ["False", "True"], values.view(np.uint8)
     if kind == "plain":  # integers: Arrow's decimal text is numpy's (and pandas'); nothing missing or quoted
         import pyarrow.compute as pc
 
@@ -120,22 +167,22 @@ def _texts(kind: str, values: np.ndarray, float_format: str | None) -> Any:
             return pa.nulls(len(values), pa.string()).fill_null("")
         texts = ["" if m else str(v) for v, m in zip(values.tolist(), missing.tolist(), strict=True)]
         return pa.array(_quote_all(texts), type=pa.string())
-    return pa.array(distinct, type=pa.string()).take(pa.array(codes))
+    return distinct, codes
 
 
 def _float_texts(values: np.ndarray, float_format: str | None) -> tuple[list[str], np.ndarray]:
     """Float text as pandas writes it (``float_format % v``, else numpy's ``str``; NaN empty), as the
     distinct texts and each value's index into them: one call per distinct bit pattern, so -0.0 stays -0."""
     bits = values.view(np.int64 if values.dtype.itemsize == 8 else np.int32)
-    distinct_bits, codes = np.unique(bits, return_inverse=True)
-    distinct = distinct_bits.view(values.dtype)
+    codes, distinct_bits = pd.factorize(bits)  # a hash, not a sort: the same texts in first-seen order
+    distinct = np.asarray(distinct_bits, dtype=bits.dtype).view(values.dtype)
     if float_format is None:
         texts = distinct.astype(str).tolist()
     else:
         texts = [float_format % v for v in distinct.tolist()]
     for i in np.flatnonzero(np.isnan(distinct)).tolist():
         texts[i] = ""
-    return texts, codes.reshape(-1)
+    return texts, np.asarray(codes).reshape(-1)
 
 
 def _csv_line(fields: list[Any]) -> str:
