@@ -110,9 +110,13 @@ def attack_spec(label: str, estimator: str, params: dict | None = None, preproce
 GRANTS = Path("/work/shared/datasets/grants.csv.gz")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def local_cluster() -> Iterator[Any]:
-    """A Dask cluster of two single-threaded workers on 127.0.0.1, shared by the session's tests.
+    """A Dask cluster of two single-threaded workers on 127.0.0.1, shared by a module's tests.
+
+    Per module, not per session: it starts in well under a second, but while it lives its scheduler
+    and workers (heartbeats, system monitors) use about 0.05-0.08 CPU s every second, so a session
+    cluster started early in a 6-minute run cost some 20-30 CPU s doing nothing (issue 25).
 
     The workers run in this process (quick to start), still reached over TCP as a remote cluster
     would be. The scheduler's Active Memory Manager is off: its ReduceReplicas policy drops the

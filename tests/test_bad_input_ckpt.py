@@ -450,7 +450,7 @@ def test_two_concurrent_runs_then_kill_then_resume_identical(tmp_path: Path) -> 
     spec = write_spec(tmp_path / "rf.yaml", "held_estimators.HeldForest",
                       model={"params": {"n_estimators": 10, "n_jobs": 1}})
     base = ["pdtp", csv, "--model", spec, "--engine", "refit", "--jobs", "1", "--quiet",
-            "--allow-import", "held_estimators"]
+            "--allow-import", "held_estimators", "--noise-floor", "2"]  # the floor on 2 records, not 20
     ref = run_cli(*base, "--out", tmp_path / "ref")
     assert ref.code in (0, 1), ref.stderr
     out = tmp_path / "out"

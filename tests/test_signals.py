@@ -33,7 +33,7 @@ from mptool.runtime.lock import LOCK_NAME
 
 N = 30
 SAMPLE = "6"  # 6 leave-one-out refits (+ the fit on T) per pdtp run
-EPOCHS = 200
+EPOCHS = 60  # three times HOLD_AT: a fit held at HOLD_AT is far from its end (was 200: 3x the CPU per fit)
 SLOW_MLP = {  # the paper's network (mptool's `mlp`); every fit runs all its epochs and prints each one
     "hidden_layer_sizes": [64],
     "activation": "tanh",
@@ -89,6 +89,8 @@ def pdtp_args(csv: Path, spec: Path, out: Path, jobs: int) -> list[str]:
         "--jobs",
         str(jobs),
         "--quiet",
+        "--noise-floor",  # the noise-floor phase still runs after the resumed refits, on 2 records (default: 6)
+        "2",
         "--allow-import",
         "held_estimators",
     ]
@@ -332,10 +334,11 @@ def test_swallowed_interrupt_raises_instead_of_returning_a_half_trained_model(mo
 def test_interrupted_in_process_refit_exits_130_and_resumes(tmp_path: Path, monkeypatch, mlp_inputs) -> None:
     """The whole CLI path in-process: an MLP refit meets a KeyboardInterrupt sklearn swallows -> 130, not exit 1."""
     csv, spec, reference = mlp_inputs
-    seen = _interrupt_on_epoch(monkeypatch, 700)  # inside the 4th fit (200 epochs each)
+    inside_4th = 3 * EPOCHS + EPOCHS // 2  # inside the 4th fit (EPOCHS epochs each)
+    seen = _interrupt_on_epoch(monkeypatch, inside_4th)
     out = tmp_path / "out"
     res = run_cli(*pdtp_args(csv, spec, out, 1))
-    assert len(seen) == 700
+    assert len(seen) == inside_4th
     assert res.code == 130, res.stderr
     hint(res.stderr, "SIGINT", out)
     assert not (out / "pdtp.csv").exists()
