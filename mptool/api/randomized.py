@@ -180,6 +180,7 @@ def replicate_block(result: Any, options: Any) -> dict[str, Any]:
         "undecided": c["undecided"],
         "replicates_used": {str(k): int(v) for k, v in zip(*np.unique(result.replicates, return_counts=True),
                                                            strict=True)},
+        **({} if result.fail_fast is None else {"fail_fast_spending": dict(result.fail_fast)}),
     }
 
 

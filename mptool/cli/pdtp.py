@@ -73,9 +73,27 @@ def replicate_verdict_line(summary: dict) -> str:
         f"{head}: {summary['violations']} of {summary['n']} records decided above {thr} beyond training randomness, "
         f"{summary['decided_below']} decided below, {summary['undecided']} undecided (max estimate "
         f"{summary['max']:.4f}; {int(100 * rep['confidence'])}% confidence, error control {rep['error_control']}: "
-        f"{rep['error_control_means']}); engine replicates ({rep['replicates_min']}-{rep['replicates_max']} "
-        f"replicates, {rep['fits']} fits{budget}){release}, {summary['timings']['total_s']:.2f}s"
+        f"{rep['error_control_means']}{fail_fast_clause(rep.get('fail_fast_spending'))}); engine replicates "
+        f"({rep['replicates_min']}-{rep['replicates_max']} replicates, {rep['fits']} fits{budget}){release}, "
+        f"{summary['timings']['total_s']:.2f}s"
     )
+
+
+def fail_fast_clause(spend: dict | None) -> str:
+    """The verdict line's words on ``--fail-fast`` with replicates: how the violations' error level was split,
+    and which part stopped the run at what level (docs/randomness.md section 4)."""
+    if not spend:
+        return ""
+    split = (f"; fail-fast: violations at {spend['screen_alpha']:g} for a depth-first screen of the "
+             f"{spend['screen_records']} first records of the audit order (record j at "
+             f"{spend['screen_alpha']:g}*2^-j, weighted Bonferroni) and {spend['audit_alpha_violations']:g} for the "
+             "rest")
+    if spend.get("stopped_by") == "screen":
+        return (f"{split}; stopped by the screen: record {spend['position'] + 1} of the audit order decided above at "
+                f"level {spend['level']:.3g}")
+    if spend.get("stopped_by") == "audit":
+        return f"{split}; stopped by the audit at level {spend['level']:g}"
+    return split
 
 
 def verdict_line(summary: dict) -> str:

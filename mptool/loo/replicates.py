@@ -10,9 +10,15 @@ pairs into an estimate, an interval and a decision per record.
 
 Sequential: every record starts with ``MIN`` replicates; records still undecided get more
 (doubling up to ``MAX``), riskiest first (the screen of :mod:`mptool.loo.screen`), while the
-budget of fits lasts. With ``--fail-fast`` the records are evaluated in risk order in batches of
-1, 2, 4, ... records and the run stops at the first decided violation. Batches, replicates and
-decisions depend only on the spec's seed and the data, never on ``--jobs``.
+budget of fits lasts. With ``--fail-fast`` a depth-first screen comes first: the riskiest records,
+one at a time in risk order, get look after look (up to ``MAX``, while the estimate stays above
+the threshold), the record at position i of the order tested for a violation at
+``screen_level(i)`` = alpha/2 * 2^-(i+1) (a weighted Bonferroni: family-wise error <= alpha/2 under
+any dependence); the run stops at the first record it rejects. Otherwise the records are
+evaluated as without ``--fail-fast``, in risk order in batches of 1, 2, 4, ... records, their
+violations judged at the other alpha/2 (:data:`~mptool.privacy.influence.SCREEN_SHARE`), and the
+run stops at the first decided violation. Batches, replicates and decisions depend only on the
+spec's seed and the data, never on ``--jobs``.
 
 Checkpoint (``--resume``): each finished task is saved in the run's checkpoint as it arrives
 (:class:`mptool.runtime.checkpoint.Checkpoint`, the stage chunks the refit engine uses): a
@@ -26,7 +32,7 @@ refitting it, so its results are those of an uninterrupted run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -39,7 +45,16 @@ from mptool.loo.design import class_index
 from mptool.loo.randomness import replicate_order, replicate_seed, with_seed
 from mptool.loo.refit import LooFitError, loo_fit_failed, refit_order
 from mptool.privacy.calibration import bin_probabilities
-from mptool.privacy.influence import UNDECIDED, RecordStats, decide, record_stats
+from mptool.privacy.influence import (
+    ALPHA,
+    SCREEN_SHARE,
+    UNDECIDED,
+    RecordStats,
+    decide,
+    record_stats,
+    screen_level,
+    screen_records,
+)
 from mptool.privacy.release import apply_policy
 from mptool.runtime import signals
 from mptool.runtime.errors import InputError
@@ -152,6 +167,7 @@ class ReplicateResult(LooResult):
     full_draws: np.ndarray | None = None  # (R_T, n, k) released probabilities of the T replicates (all records)
     loo_draws: np.ndarray | None = None  # (n, MAX, k) those of T minus t (NaN beyond a record's replicates)
     label_index: np.ndarray | None = None  # class index of each audited record's label
+    fail_fast: dict[str, Any] | None = None  # --fail-fast: how alpha was spent, and what stopped the run
 
     @property
     def refits(self) -> int:
@@ -217,8 +233,17 @@ class ReplicateEngine:
         saved_fits(request.checkpoint, st)
         fits, stopped, exhausted = 0, None, False
         fail_fast = request.stop_on is not None
+        alpha_v = ALPHA * (1 - SCREEN_SHARE) if fail_fast else None
         decisions = np.full(n, UNDECIDED, dtype=object)
+        spending = None
+        if fail_fast:
+            fits, stopped, exhausted, spending = self._screen(request, positions, seed, rank, st, advance)
+            decisions = decide(st.p_violation, st.p_below, plan.control, len(schedule), alpha_violation=alpha_v)
+            if stopped is not None:
+                decisions[stopped] = True
         for look, R in enumerate(schedule):
+            if stopped is not None:
+                break
             todo = [int(i) for i in rank if isinstance(decisions[i], str) and st.have[i] < R]
             if not todo:
                 break
@@ -244,14 +269,56 @@ class ReplicateEngine:
                 if look == 0:
                     advance(len(batch))
                 self._test(st, np.array(batch, dtype=np.int64), R)
-                decisions = decide(st.p_violation, st.p_below, plan.control, len(schedule))
+                decisions = decide(st.p_violation, st.p_below, plan.control, len(schedule), alpha_violation=alpha_v)
                 if fail_fast and any(v is True for v in decisions):
                     stopped = next(int(i) for i in rank if decisions[i] is True)
+                    spending = {**spending, "stopped_by": "audit", "level": alpha_v}
                     break
             if stopped is not None:
                 break
         label_index = class_index(T.y[positions], request.classes)
-        return self._result(st, decisions, stopped, fits, order_name, exhausted, label_index)
+        res = self._result(st, decisions, stopped, fits, order_name, exhausted, label_index)
+        return res if spending is None else replace(res, fail_fast=spending)
+
+    def _screen(self, request: LooRequest, positions: np.ndarray, seed: int, rank: np.ndarray, st: _State,
+                advance: Callable[[int], None]) -> tuple[int, int | None, bool, dict[str, Any]]:
+        """``--fail-fast``'s depth-first screen: (fits, the record it rejected or None, budget cut, spending).
+
+        The first :func:`screen_records` records of the risk order, one at a time: look after look
+        (MIN doubling to MAX) while the record's estimate is above the threshold; the record at
+        position j is a violation when its p-value, Bonferroni over the planned looks (valid
+        whatever stopped its looks), is <= ``screen_level(j)``. Replicates made here count for the
+        rest of the audit as any other.
+        """
+        plan, schedule = self.plan, self.plan.schedule()
+        looks, n = len(schedule), len(rank)
+        k = screen_records(n)
+        spending = {
+            "screen_alpha": ALPHA * SCREEN_SHARE, "audit_alpha_violations": ALPHA * (1 - SCREEN_SHARE),
+            "audit_alpha_below": ALPHA, "screen_records": k,
+            "rule": f"the record at position j (0-based) of the risk order tested at {ALPHA * SCREEN_SHARE:g} * "
+            f"2^-(j+1) (weighted Bonferroni), the first {k} records, depth-first up to {plan.max_r} replicates; "
+            "the rest of the audit's violations at the other share",
+            "stopped_by": None, "level": None, "position": None,
+        }
+        fits = 0
+        for j, i in enumerate(rank[:k].tolist()):
+            level = screen_level(j)
+            for look, R in enumerate(schedule):
+                need_full = max(0, R - len(st.full))
+                if plan.budget is not None and fits + need_full + R - int(st.have[i]) > plan.budget:
+                    return fits, None, True, spending
+                if need_full:
+                    fits += self._grow_full(request, positions, seed, R, st)
+                fits += self._grow_loo(request, positions, seed, R, st, np.array([i], dtype=np.int64))
+                if look == 0:
+                    advance(1)
+                s = self._test(st, np.array([i], dtype=np.int64), R)
+                if min(1.0, looks * float(st.p_violation[i])) <= level:
+                    return fits, i, False, {**spending, "stopped_by": "screen", "level": level, "position": j}
+                if not s.estimate[0] > plan.threshold:
+                    break
+        return fits, None, False, spending
 
     @staticmethod
     def _batches(todo: list[int], fail_fast: bool, jobs: int) -> list[list[int]]:
@@ -326,13 +393,14 @@ class ReplicateEngine:
         st.have[batch] = R
         return len(pairs)
 
-    def _test(self, st: _State, batch: np.ndarray, R: int) -> None:
+    def _test(self, st: _State, batch: np.ndarray, R: int) -> RecordStats:
         """This look's p-values of the records ``batch`` (R replicates each), kept if smaller than earlier looks'."""
         pt = self._scale(np.transpose(st.full[:R, batch], (1, 0, 2)))
         pl = self._scale(st.loo[batch, :R])
         s = record_stats(pt, pl, self.plan.threshold, 0.0 if self.plan.gate == "raw" else self.plan.bin_size)
         st.p_violation[batch] = np.fmin(st.p_violation[batch], s.p_violation)
         st.p_below[batch] = np.fmin(st.p_below[batch], s.p_below)
+        return s
 
     def _result(self, st: _State, decisions: np.ndarray, stopped: int | None, fits: int, order_name: str,
                 exhausted: bool, label_index: np.ndarray) -> ReplicateResult:

@@ -140,18 +140,20 @@ def adjusted_rejections(p: np.ndarray, control: str, alpha: float = ALPHA) -> np
     raise ValueError(f"unknown error control {control!r}")
 
 
-def decide(p_violation: np.ndarray, p_below: np.ndarray, control: str, looks: int, alpha: float = ALPHA
-           ) -> np.ndarray:
+def decide(p_violation: np.ndarray, p_below: np.ndarray, control: str, looks: int, alpha: float = ALPHA,
+           alpha_violation: float | None = None) -> np.ndarray:
     """The ``violation`` value of each record: True, False or ``UNDECIDED`` (object array).
 
     ``p_violation``/``p_below`` are each record's smallest p-value over the looks so far (NaN:
     not evaluated, counted as 1); they are Bonferroni-corrected over the ``looks`` planned, then
     ``control`` is applied across all records, separately for the two tests. A record rejected by
-    both (impossible with a consistent interval) counts as a violation.
+    both (impossible with a consistent interval) counts as a violation. ``alpha_violation`` (default
+    ``alpha``) is the violations' level alone: ``--fail-fast`` spends the rest on its screen
+    (:func:`screen_level`).
     """
     pv = np.minimum(1.0, looks * np.nan_to_num(np.asarray(p_violation, dtype=float), nan=1.0))
     pb = np.minimum(1.0, looks * np.nan_to_num(np.asarray(p_below, dtype=float), nan=1.0))
-    viol = adjusted_rejections(pv, control, alpha)
+    viol = adjusted_rejections(pv, control, alpha if alpha_violation is None else alpha_violation)
     below = adjusted_rejections(pb, control, alpha) & ~viol
     out = np.full(len(pv), UNDECIDED, dtype=object)
     out[viol] = True
@@ -167,3 +169,32 @@ def counts(decisions: np.ndarray) -> dict[str, int]:
         "below": sum(1 for v in d if v is False),
         "undecided": sum(1 for v in d if v is UNDECIDED or v == UNDECIDED),
     }
+
+
+#: ``--fail-fast``: the share of ``ALPHA`` its depth-first screen spends on violations; the audit keeps the rest.
+SCREEN_SHARE = 0.5
+
+
+def screen_level(rank: int, alpha: float = ALPHA * SCREEN_SHARE) -> float:
+    """The level of the record at 0-based position ``rank`` of the risk order in the ``--fail-fast`` screen.
+
+    alpha * 2^-(rank + 1): the weights sum to at most ``alpha``, so by the union bound (a
+    weighted Bonferroni) the screen calls any record with theta_t <= tau a violation with
+    probability <= ``alpha``, whatever the dependence of the records' p-values, provided the
+    order is fixed before the replicates are drawn (it comes from A(T)'s own fit, whose seed is
+    not one of the replicates').
+    """
+    return float(alpha * 2.0 ** -(rank + 1))
+
+
+def screen_records(n: int, alpha: float = ALPHA * SCREEN_SHARE, audit_alpha: float = ALPHA * (1 - SCREEN_SHARE)
+                   ) -> int:
+    """How many of ``n`` records the screen tests: those whose level beats the audit's first BH/Holm step.
+
+    Record ``rank`` is screened while screen_level(rank) >= audit_alpha / n (at least one record):
+    past that the audit's smallest-p level (alpha / n for BH and Holm) is the better use of a replicate.
+    """
+    k = 0
+    while k < n and screen_level(k, alpha) >= audit_alpha / n:
+        k += 1
+    return max(1, k)
