@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mptool.inputs.models import category_positions
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import Engine, LooRequest, select_engine
 from mptool.outputs.results import manifest
@@ -178,8 +179,7 @@ class CountsEvaluator(Evaluator):
         super().__init__(prep, engine, 1, "loky")
         cols = list(prep.template.steps[0][1].transformers[0][2])
         codes = np.asarray(encoder.transform(prep.train.X[cols]), dtype=np.int64)
-        y = pd.Categorical(pd.Series(prep.train.y, dtype=object), categories=list(prep.classes)).codes
-        self.codes, self.y_idx = codes, y.astype(np.int64)
+        self.codes, self.y_idx = codes, category_positions(pd.Series(prep.train.y, dtype=object), prep.classes)
         n_codes = np.asarray(estimator.min_categories, dtype=np.int64)
         self.pattern, first = _patterns(codes, self.y_idx, n_codes, len(prep.classes))
         self.pat_codes, self.pat_y = codes[first], self.y_idx[first]
@@ -423,7 +423,7 @@ def run_reduce(prep: Prepared, options: ReduceOptions, progress: Progress) -> Re
         raise InputError(f"--max-removals must be 0 or more (got {options.max_removals})")
     t0 = time.perf_counter()
     T = prep.train
-    y_idx = pd.Categorical(pd.Series(T.y, dtype=object), categories=list(prep.classes)).codes.astype(np.int64)
+    y_idx = category_positions(pd.Series(T.y, dtype=object), prep.classes)
     engine = select_engine(options.engine, prep.spec, prep.template)
     workers = reduce_workers(prep, options, engine)
     jobs = workers["workers"]

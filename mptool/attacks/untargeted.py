@@ -76,7 +76,8 @@ class FeatureEncoder:
                 blocks.append(np.nan_to_num((v - self.means[c.name]) / self.stds[c.name])[:, None])
             else:
                 cats = list(c.categories or ())
-                codes = pd.Categorical(X[c.name], categories=cats).codes
+                # Categorical(values, categories).codes: -1 outside the categories (pandas' own lookup)
+                codes = pd.CategoricalDtype(cats).categories.get_indexer_for(X[c.name])
                 onehot = np.zeros((len(X), len(cats)))
                 ok = codes >= 0
                 onehot[np.flatnonzero(ok), codes[ok]] = 1.0

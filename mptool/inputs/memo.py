@@ -72,7 +72,9 @@ def category_codes(values: Any, categories: tuple) -> tuple[np.ndarray, np.ndarr
     key = tuple((type(v), v) for v in categories)
     if entry is not None and entry[0]() is data and (kept := entry[3].get(key)) is not None:
         return kept.astype(np.int64), codes < 0
-    lookup = pd.Categorical(distinct, dtype=_dtype(categories, key)).codes.astype(np.int64)
+    # pandas' own lookup (what Categorical(values, dtype) does, without its deprecated path for values outside
+    # the categories: pandas 4 raises there, we want -1)
+    lookup = _dtype(categories, key).categories.get_indexer_for(distinct).astype(np.int64)
     out = np.where(codes >= 0, lookup[np.maximum(codes, 0)], -1)
     if entry is not None and entry[0]() is data:
         entry[3][key] = out.astype(np.min_scalar_type(-len(categories) - 1))

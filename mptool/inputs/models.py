@@ -282,6 +282,15 @@ def _category_index(categories: tuple) -> pd.Index:
         return pd.CategoricalDtype(list(categories)).categories
 
 
+def category_positions(values: Any, categories: Any) -> np.ndarray:
+    """``pd.Categorical(values, categories=categories).codes`` as int64, -1 for a value outside the categories.
+
+    The lookup ``Categorical`` does, without its path for values outside the categories (deprecated in
+    pandas 3, an error in pandas 4): here they are simply -1, which every caller checks.
+    """
+    return _category_index(tuple(categories)).get_indexer_for(values).astype(np.int64)
+
+
 @functools.lru_cache(maxsize=8192)
 def _cached_category_index(key: tuple) -> pd.Index:
     return pd.CategoricalDtype(list(key[0])).categories

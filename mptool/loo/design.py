@@ -23,7 +23,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.inputs.memo import factorized
-from mptool.inputs.models import DomainEncoder
+from mptool.inputs.models import DomainEncoder, category_positions
 
 
 def class_index(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -35,11 +35,10 @@ def class_index(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
     arr = np.asarray(y)
     if arr.dtype == object and arr.ndim == 1:
         seen, distinct = factorized(arr)
-        lookup = pd.Categorical(pd.Series(np.asarray(distinct, dtype=object), dtype=object),
-                                categories=list(classes)).codes.astype(np.int64)
+        lookup = category_positions(pd.Series(np.asarray(distinct, dtype=object), dtype=object), classes)
         codes = np.where(seen >= 0, lookup[np.maximum(seen, 0)], -1)
     else:
-        codes = pd.Categorical(pd.Series(y, dtype=object), categories=list(classes)).codes.astype(np.int64)
+        codes = category_positions(pd.Series(y, dtype=object), classes)
     if (codes < 0).any():
         raise ValueError("a label is not among the classes")
     return codes
