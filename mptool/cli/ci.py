@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mptool.inputs.options import DEFAULT_TOLERANCE
+from mptool.outputs.ending import ending_words, stop_words
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 
@@ -179,7 +180,9 @@ def evidence(summary: dict[str, Any], outcome: GateOutcome | None = None) -> lis
     elif not sample and n < n_train and not stopped:
         lines.append(f"{n} records chosen with --records of {n_train} in T")
     if stopped:
-        lines.append(f"--fail-fast stopped at row {stopped['row']} after {stopped['after']} of {stopped['of']}")
+        spend = (summary.get("replicates") or {}).get("fail_fast_spending")
+        how = f" ({stop_words(spend)}; {ending_words(summary)})" if spend else ""  # the replicate engine
+        lines.append(f"--fail-fast stopped at row {stopped['row']} after {stopped['after']} of {stopped['of']}{how}")
     if outcome is not None:
         if "path" in outcome.block:
             block = outcome.block
@@ -227,6 +230,8 @@ def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcom
 
     id_column = bool(summary["identity"].get("id"))
     keys = table["id"] if id_column else table["fingerprint"]
+    # the replicate engine with --fail-fast: how the run ended (a stop, a spent --budget, or complete)
+    ended = ending_words(summary) if (summary.get("replicates") or {}).get("fail_fast_spending") else ""
     col = "pdtp_raw" if summary.get("gate") == "raw" else "pdtp"  # the --gate scale (issue 18)
     name = f"DTP-1: every audited record's {'raw ' if col == 'pdtp_raw' else ''}PDTP <= {summary['threshold']:g}"
     if outcome is not None:
@@ -243,10 +248,13 @@ def pdtp_cases(summary: dict[str, Any], table: pd.DataFrame, outcome: GateOutcom
         message = f"{len(counted)} of {summary['n']} records above the threshold; max PDTP {summary['max']:.4f}"
         if summary.get("replicates"):
             message += f"; {summary['undecided']} undecided (not established)"
+            if ended:
+                message += f"; run {ended}"
     failed = (outcome.verdict if outcome is not None else summary["verdict"]) != "pass"  # undecided fails closed
     details = message + ("\n" + record_lines(counted, id_column) if counted else "")
     return [GateCase(name, "mptool.pdtp", failed, message if failed else "", details if failed else "",
-                     seconds=float(summary["timings"]["total_s"]), evidence=tuple(evidence(summary, outcome)))]
+                     seconds=float(summary["timings"]["total_s"]), evidence=tuple(evidence(summary, outcome)),
+                     notes=(f"run {ended}",) if ended else ())]
 
 
 def attack_cases(summary: dict[str, Any]) -> list[GateCase]:

@@ -31,6 +31,7 @@ from mptool.cli.app import (
     resolve_inputs,
 )
 from mptool.inputs import options as flags
+from mptool.outputs.ending import ending_words, fail_fast_split, stop_words
 from mptool.runtime import ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
@@ -68,6 +69,8 @@ def replicate_verdict_line(summary: dict) -> str:
     thr = f"{summary['threshold']:g}{', gate raw' if summary.get('gate') == 'raw' else ''}"
     head = {"fail": "DTP-1 VIOLATED", "pass": "DTP-1 holds"}.get(summary["verdict"], "DTP-1 not established")
     budget = ", budget spent" if rep["budget_exhausted"] else ""
+    if rep.get("fail_fast_spending"):  # --fail-fast: say why the run ended (a stop, the budget, or complete)
+        budget = f"; {ending_words(summary)}"
     release = f"; {summary['release_note']}" if summary.get("release_note") else ""
     return (
         f"{head}: {summary['violations']} of {summary['n']} records decided above {thr} beyond training randomness, "
@@ -84,16 +87,8 @@ def fail_fast_clause(spend: dict | None) -> str:
     and which part stopped the run at what level (docs/randomness.md section 4)."""
     if not spend:
         return ""
-    split = (f"; fail-fast: violations at {spend['screen_alpha']:g} for a depth-first screen of the "
-             f"{spend['screen_records']} first records of the audit order (record j at "
-             f"{spend['screen_alpha']:g}*2^-j, weighted Bonferroni) and {spend['audit_alpha_violations']:g} for the "
-             "rest")
-    if spend.get("stopped_by") == "screen":
-        return (f"{split}; stopped by the screen: record {spend['position'] + 1} of the audit order decided above at "
-                f"level {spend['level']:.3g}")
-    if spend.get("stopped_by") == "audit":
-        return f"{split}; stopped by the audit at level {spend['level']:g}"
-    return split
+    stop = stop_words(spend)
+    return f"; fail-fast: {fail_fast_split(spend)}{'; ' + stop if stop else ''}"
 
 
 def verdict_line(summary: dict) -> str:

@@ -17,8 +17,9 @@ the threshold), the record at position i of the order tested for a violation at
 any dependence); the run stops at the first record it rejects. Otherwise the records are
 evaluated as without ``--fail-fast``, in risk order in batches of 1, 2, 4, ... records, their
 violations judged at the other alpha/2 (:data:`~mptool.privacy.influence.SCREEN_SHARE`), and the
-run stops at the first decided violation. Batches, replicates and decisions depend only on the
-spec's seed and the data, never on ``--jobs``.
+run stops at the first decided violation (``fail_fast["ended"]`` says whether a stop, a spent budget
+or nothing ended the run; ``budget_exhausted`` is False after a stop). Batches, replicates and
+decisions depend only on the spec's seed and the data, never on ``--jobs``.
 
 Checkpoint (``--resume``): each finished task is saved in the run's checkpoint as it arrives
 (:class:`mptool.runtime.checkpoint.Checkpoint`, the stage chunks the refit engine uses): a
@@ -44,6 +45,7 @@ from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.design import class_index
 from mptool.loo.randomness import replicate_order, replicate_seed, with_seed
 from mptool.loo.refit import LooFitError, loo_fit_failed, refit_order
+from mptool.outputs.ending import BUDGET, COMPLETE, STOP
 from mptool.privacy.calibration import bin_probabilities
 from mptool.privacy.influence import (
     ALPHA,
@@ -276,6 +278,11 @@ class ReplicateEngine:
                     break
             if stopped is not None:
                 break
+        # A look planned beyond the budget sets ``exhausted`` before its batches run; a --fail-fast stop in
+        # them ends the run before the budget's cut is reached: the stop, not the budget, ended it.
+        exhausted = exhausted and stopped is None
+        if spending is not None:
+            spending = {**spending, "ended": STOP if stopped is not None else BUDGET if exhausted else COMPLETE}
         label_index = class_index(T.y[positions], request.classes)
         res = self._result(st, decisions, stopped, fits, order_name, exhausted, label_index)
         return res if spending is None else replace(res, fail_fast=spending)

@@ -47,6 +47,7 @@ class GateCase:
     skipped: bool = False
     seconds: float = 0.0
     evidence: tuple[str, ...] = ()  # what the verdict rests on beyond a full audit (module docstring)
+    notes: tuple[str, ...] = ()  # facts of the run that change no status (how a --fail-fast run ended)
 
 
 def _text(value: object, keep_newlines: bool = True) -> str:
@@ -81,8 +82,9 @@ def junit_xml(suite: str, cases: Sequence[GateCase], seconds: float = 0.0, stdou
             failure.text = _text(case.details or case.message)
         elif case.skipped:
             ET.SubElement(tc, "skipped", message=ui.safe_line(case.message, MESSAGE_LIMIT))
-        if case.evidence:
-            ET.SubElement(tc, "system-out").text = _text("verdict rests on:\n" + "\n".join(case.evidence))
+        said = (["verdict rests on:", *case.evidence] if case.evidence else []) + list(case.notes)
+        if said:
+            ET.SubElement(tc, "system-out").text = _text("\n".join(said))
     out = ET.SubElement(ts, "system-out")
     out.text = _text(stdout)
     ET.SubElement(ts, "system-err")

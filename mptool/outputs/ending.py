@@ -1,0 +1,66 @@
+"""How a replicate-engine run ended, in the words every output uses (docs/randomness.md section 4).
+
+A ``--fail-fast`` run of the replicate engine ends one of three ways: a record decided above the
+threshold stopped it (``fail-fast stop``), the ``--budget`` of fits ran out before every record was
+decided (``budget spent``), or it ran to the end (``complete``: every record decided or at its
+most replicates). The verdict line (``mptool pdtp``), the JUnit file and ``mptool report`` take
+the reason and its words from here, so they never disagree; the reason is read from pdtp.json's
+summary, so a report of an older run (whose ``budget_exhausted`` was also set when a look was
+planned beyond the budget and a stop came first) still names the stop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The three ways a run ends (``summary.replicates.fail_fast_spending.ended`` in pdtp.json).
+STOP, BUDGET, COMPLETE = "fail-fast stop", "budget spent", "complete"
+
+
+def replicate_ending(summary: dict[str, Any]) -> str:
+    """Why a replicate-engine run ended: :data:`STOP`, :data:`BUDGET` or :data:`COMPLETE`.
+
+    A stop (``summary.stopped``, or the ``--fail-fast`` block's ``stopped_by``) comes first: the run
+    ended there whatever the budget had left; otherwise a budget that cut records is the reason.
+    """
+    rep = summary.get("replicates") if isinstance(summary.get("replicates"), dict) else {}
+    spend = rep.get("fail_fast_spending") if isinstance(rep.get("fail_fast_spending"), dict) else {}
+    if summary.get("stopped") or spend.get("stopped_by"):
+        return STOP
+    return BUDGET if rep.get("budget_exhausted") else COMPLETE
+
+
+def ending_words(summary: dict[str, Any]) -> str:
+    """One clause on how the run ended, with the fits used and the ``--budget`` (if any).
+
+    E.g. "ended by the --fail-fast stop after 80 of the --budget's 100 fits",
+    "ended when the --budget of 40 fits was spent", "ended complete: no stop, every record evaluated".
+    """
+    rep = summary.get("replicates") if isinstance(summary.get("replicates"), dict) else {}
+    fits, budget = rep.get("fits"), rep.get("budget_fits")
+    ended = replicate_ending(summary)
+    if ended == STOP:
+        of = "" if budget is None else f" of the --budget's {budget}"
+        return f"ended by the --fail-fast stop after {fits}{of} fits"
+    if ended == BUDGET:
+        return f"ended when the --budget of {budget} fits was spent, before every record was decided"
+    within = "" if budget is None else f", within the --budget of {budget} fits"
+    return f"ended complete: no stop, every record evaluated{within}"
+
+
+def fail_fast_split(spend: dict[str, Any]) -> str:
+    """How ``--fail-fast`` split the violations' error level (the screen's share and the audit's)."""
+    return (f"violations at {spend['screen_alpha']:g} for a depth-first screen of the "
+            f"{spend['screen_records']} first records of the audit order (record j at "
+            f"{spend['screen_alpha']:g}*2^-j, weighted Bonferroni) and {spend['audit_alpha_violations']:g} for the "
+            "rest")
+
+
+def stop_words(spend: dict[str, Any]) -> str:
+    """Which part of ``--fail-fast`` stopped the run and at what level, or '' when none did."""
+    if spend.get("stopped_by") == "screen":
+        return (f"stopped by the screen: record {spend['position'] + 1} of the audit order decided above at "
+                f"level {spend['level']:.3g}")
+    if spend.get("stopped_by") == "audit":
+        return f"stopped by the audit at level {spend['level']:g}"
+    return ""
