@@ -102,3 +102,34 @@ def test_complete_says_complete(runs: dict[str, Path]) -> None:
     case = _case(runs["complete"])
     assert case.find("failure") is None
     assert "run ended complete: no stop, every record evaluated" in case.find("system-out").text
+
+
+def _report(run: Path) -> str:
+    res = run_cli("report", run, "--format", "md", "--out", "-")
+    assert res.code == 0, res.stderr
+    return res.stdout
+
+
+def test_report_shows_fail_fast_spending_stop_and_undecided(runs: dict[str, Path]) -> None:
+    """The Markdown summary (CI step summary) names the split of the error level, the stop and the ending."""
+    md = _report(runs["stop"])
+    s = _summary(runs["stop"])
+    assert ("The verdict rests on: --fail-fast stopped at row 6 after 19 of 26 (stopped by the audit at level 0.025; "
+            "ended by the --fail-fast stop after 80 of the --budget's 100 fits).") in md
+    assert "| fail-fast: error level of the violations | violations at 0.025 for a depth-first screen of the 4 " in md
+    assert "| fail-fast: error level of the below-threshold decisions | 0.05 |" in md
+    assert "| fail-fast: what stopped the run | stopped by the audit at level 0.025 |" in md
+    assert "| run ended | ended by the --fail-fast stop after 80 of the --budget's 100 fits |" in md
+    assert "| records not evaluated (the --fail-fast stop) | 7 |" in md  # 26 requested, 19 reported
+    assert f"| records undecided (not established; violation = undecided in pdtp.csv) | {s['undecided']} |" in md
+    assert "| replicates per record | 4-8; 80 fits |" in md and "budget spent" not in md
+
+
+def test_report_of_a_spent_budget_and_of_a_complete_run(runs: dict[str, Path]) -> None:
+    md = _report(runs["budget"])
+    assert "| replicates per record | 4-8; 40 fits, budget spent |" in md
+    assert "| fail-fast: what stopped the run | nothing (no record decided above) |" in md
+    assert "--fail-fast: ended when the --budget of 40 fits was spent, before every record was decided." in md
+    md = _report(runs["complete"])
+    assert "| run ended | ended complete: no stop, every record evaluated |" in md
+    assert "The verdict rests on: 6 records chosen with --records of 26 in T; --fail-fast: ended complete" in md

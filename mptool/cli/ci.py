@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mptool.inputs.options import DEFAULT_TOLERANCE
-from mptool.outputs.ending import ending_words, stop_words
+from mptool.outputs.ending import ending_words, verdict_rests_on
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
 
@@ -167,22 +167,7 @@ def gate_line(outcome: GateOutcome) -> str:
 def evidence(summary: dict[str, Any], outcome: GateOutcome | None = None) -> list[str]:
     """What a pdtp verdict rests on beyond a full audit of T's full vector (issue 26): the release policy as
     measured, a sample, records chosen with --records, a --fail-fast stop, a baseline and waivers."""
-    lines = []
-    if summary.get("release_note"):
-        lines.append(summary["release_note"])
-    sample, stopped = summary.get("sample"), summary.get("stopped")
-    n, n_train = summary.get("n", 0), summary.get("n_train", 0)
-    if sample and sample["k"] < sample["n_train"]:
-        bound = sample.get("fraction_upper_95")
-        said = (f"with 95% confidence at most {100 * bound:.1f}% of T above the threshold"
-                if bound is not None else "no bound")
-        lines.append(f"a seeded sample of {sample['k']} of {sample['n_train']} records ({said})")
-    elif not sample and n < n_train and not stopped:
-        lines.append(f"{n} records chosen with --records of {n_train} in T")
-    if stopped:
-        spend = (summary.get("replicates") or {}).get("fail_fast_spending")
-        how = f" ({stop_words(spend)}; {ending_words(summary)})" if spend else ""  # the replicate engine
-        lines.append(f"--fail-fast stopped at row {stopped['row']} after {stopped['after']} of {stopped['of']}{how}")
+    lines = verdict_rests_on(summary)
     if outcome is not None:
         if "path" in outcome.block:
             block = outcome.block

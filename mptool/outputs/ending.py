@@ -1,4 +1,4 @@
-"""How a replicate-engine run ended, in the words every output uses (docs/randomness.md section 4).
+"""How a replicate-engine run ended and what a verdict rests on, in the words every output uses.
 
 A ``--fail-fast`` run of the replicate engine ends one of three ways: a record decided above the
 threshold stopped it (``fail-fast stop``), the ``--budget`` of fits ran out before every record was
@@ -6,7 +6,7 @@ decided (``budget spent``), or it ran to the end (``complete``: every record dec
 most replicates). The verdict line (``mptool pdtp``), the JUnit file and ``mptool report`` take
 the reason and its words from here, so they never disagree; the reason is read from pdtp.json's
 summary, so a report of an older run (whose ``budget_exhausted`` was also set when a look was
-planned beyond the budget and a stop came first) still names the stop.
+planned beyond the budget and a stop came first) still names the stop (docs/randomness.md section 4).
 """
 
 from __future__ import annotations
@@ -64,3 +64,28 @@ def stop_words(spend: dict[str, Any]) -> str:
     if spend.get("stopped_by") == "audit":
         return f"stopped by the audit at level {spend['level']:g}"
     return ""
+
+
+def verdict_rests_on(summary: dict[str, Any]) -> list[str]:
+    """What a pdtp verdict rests on beyond a full audit of T's full vector (issue 26), from pdtp.json's summary:
+    the release policy as measured, a sample, records chosen with --records, a --fail-fast stop (with the
+    replicate engine: which part stopped it and how the run ended). The JUnit file's evidence starts with
+    these lines (the baseline and waivers follow, :func:`mptool.cli.ci.evidence`); ``mptool report`` shows them.
+    """
+    lines = []
+    if summary.get("release_note"):
+        lines.append(summary["release_note"])
+    sample, stopped = summary.get("sample"), summary.get("stopped")
+    n, n_train = summary.get("n", 0), summary.get("n_train", 0)
+    if sample and sample["k"] < sample["n_train"]:
+        bound = sample.get("fraction_upper_95")
+        said = (f"with 95% confidence at most {100 * bound:.1f}% of T above the threshold"
+                if bound is not None else "no bound")
+        lines.append(f"a seeded sample of {sample['k']} of {sample['n_train']} records ({said})")
+    elif not sample and n < n_train and not stopped:
+        lines.append(f"{n} records chosen with --records of {n_train} in T")
+    if stopped:
+        spend = (summary.get("replicates") or {}).get("fail_fast_spending")
+        how = f" ({stop_words(spend)}; {ending_words(summary)})" if spend else ""  # the replicate engine
+        lines.append(f"--fail-fast stopped at row {stopped['row']} after {stopped['after']} of {stopped['of']}{how}")
+    return lines

@@ -20,6 +20,7 @@ import pandas as pd
 import yaml
 
 from mptool.outputs import formats
+from mptool.outputs.ending import BUDGET, ending_words, fail_fast_split, replicate_ending, stop_words, verdict_rests_on
 from mptool.outputs.report.attribute import attribute_block
 from mptool.outputs.report.loader import (
     PRODUCER,
@@ -137,8 +138,8 @@ def replicate_verdict(s: dict[str, Any]) -> dict[str, Any]:
         f"{fmt(s.get('threshold'), 2)} beyond training randomness, {fmt(s.get('decided_below'), None)} decided "
         f"below, {fmt(s.get('undecided'), None)} undecided (max estimate {fmt(s.get('max'))}; "
         f"{round(100 * float(rep.get('confidence') or 0))}% confidence, error control {rep.get('error_control')}; "
-        f"replicate engine, {fmt(rep.get('fits'), None)} fits). {gate_sentence(gate)}mptool pdtp exited with code "
-        f"{code} ({'finding' if code == 1 else 'pass'})."
+        f"replicate engine, {fmt(rep.get('fits'), None)} fits). {rests_on(s)}{gate_sentence(gate)}mptool pdtp "
+        f"exited with code {code} ({'finding' if code == 1 else 'pass'})."
     )
     advice = {
         "fail": "The classifier should not be published as is (Long et al., section 5: the DTP-1 rule).",
@@ -147,6 +148,47 @@ def replicate_verdict(s: dict[str, Any]) -> dict[str, Any]:
           "or a --budget may decide them; they are listed with violation = undecided.")
     return {"status": {"fail": "fail", "pass": "pass"}.get(str(verdict), "unknown"), "headline": head,
             "detail": detail, "advice": advice, "exit_code": code}
+
+
+def rests_on(s: dict[str, Any]) -> str:
+    """A sentence on what a replicate run's verdict rests on and, with ``--fail-fast``, how the run ended, or ''.
+
+    The lines of the JUnit file's evidence (:func:`mptool.outputs.ending.verdict_rests_on`: the release policy,
+    a sample, ``--records``, a ``--fail-fast`` stop); without a stop, a ``--fail-fast`` run's ending (a spent
+    budget, or complete). A pdtp.json too damaged to say gives ''.
+    """
+    try:
+        said = verdict_rests_on(s)
+        if not s.get("stopped") and isinstance(s["replicates"].get("fail_fast_spending"), dict):
+            said.append(f"--fail-fast: {ending_words(s)}")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return ""
+    return f"The verdict rests on: {'; '.join(map(str, said))}. " if said else ""
+
+
+def fail_fast_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """Summary rows of a replicate run with ``--fail-fast``: the error level spent, the stop, the ending.
+
+    From ``summary.replicates.fail_fast_spending`` of pdtp.json (docs/randomness.md section 4); none
+    without it (every other run's report unchanged) or when it is too damaged to read.
+    """
+    spend = s["replicates"].get("fail_fast_spending")
+    if not isinstance(spend, dict):
+        return []
+    try:
+        rows = [
+            ("fail-fast: error level of the violations", fail_fast_split(spend)),
+            ("fail-fast: error level of the below-threshold decisions", f"{spend['audit_alpha_below']:g}"),
+            ("fail-fast: what stopped the run", stop_words(spend) or "nothing (no record decided above)"),
+            ("run ended", ending_words(s)),
+        ]
+        stopped = s.get("stopped")
+        if isinstance(stopped, dict):
+            rows.append(("records not evaluated (the --fail-fast stop)",
+                         fmt(int(stopped["of"]) - int(stopped["after"]), None)))
+    except (KeyError, TypeError, ValueError):
+        return []
+    return rows
 
 
 def verdict_block(inputs: ReportInputs) -> dict[str, Any]:
@@ -311,7 +353,8 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
                  fmt(s.get("undecided"), None)),
                 ("error control", f"{rep.get('error_control')}: {rep.get('error_control_means')}"),
                 ("replicates per record", f"{rep.get('replicates_min')}-{rep.get('replicates_max')}; "
-                 f"{fmt(rep.get('fits'), None)} fits{', budget spent' if rep.get('budget_exhausted') else ''}"),
+                 f"{fmt(rep.get('fits'), None)} fits{', budget spent' if replicate_ending(s) == BUDGET else ''}"),
+                *fail_fast_rows(s),
             ]
         rows += honesty_rows(s)
     rows += dtp_rows(s, inputs.pdtp_table)
