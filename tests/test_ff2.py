@@ -16,9 +16,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import run_cli, write_spec
+from test_bad_input import assert_refused
 
+from mptool.api.diff import diff_runs, summary_line
+from mptool.inputs.baseline import PreviousRun
 from mptool.inputs.known_answer import ESTIMATOR, MODULE, known_frame
 
 #: The three runs: (extra flags, memorise) -> how each ended.
@@ -133,3 +137,125 @@ def test_report_of_a_spent_budget_and_of_a_complete_run(runs: dict[str, Path]) -
     md = _report(runs["complete"])
     assert "| run ended | ended complete: no stop, every record evaluated |" in md
     assert "The verdict rests on: 6 records chosen with --records of 26 in T; --fail-fast: ended complete" in md
+
+
+# ----------------------------------------------------------------------- mptool diff of decisions
+
+
+def _run_of(name: str, rows: list[tuple[str, float, str]], threshold: float = 1.0) -> PreviousRun:
+    """A replicate run as ``mptool diff`` reads it: (key, estimate, violation) per record, rows 0, 1, ..."""
+    table = pd.DataFrame({"key": [k for k, _, _ in rows], "row": list(range(len(rows))),
+                          "pdtp": [p for _, p, _ in rows], "fingerprint": [k for k, _, _ in rows],
+                          "violation": [v for _, _, v in rows]})
+    summary = {"threshold": threshold, "gate": "binned", "engine": "replicates",
+               "replicates": {"error_control": "bh", "confidence": 0.95}}
+    return PreviousRun(Path(name), summary, table, {"id": None})
+
+
+def test_diff_of_decisions_counts_changes_and_ignores_estimate_moves() -> None:
+    """Every decision change is counted and listed; an estimate that moves without its decision is no regression.
+
+    Today's rule on estimates would call r1 "worse" (above in both, +1.5 nats) and r5 "new" (its estimate
+    crossed the threshold while undecided); by decisions neither is.
+    """
+    a = _run_of("A", [("r0", 4.0, "True"), ("r1", 2.0, "True"), ("r2", 0.1, "False"), ("r3", 0.2, "undecided"),
+                      ("r4", 3.0, "True"), ("r5", 0.9, "undecided"), ("r6", 2.5, "True")])
+    b = _run_of("B", [("r0", 0.1, "False"), ("r1", 3.5, "True"), ("r2", 0.1, "undecided"), ("r3", 2.9, "True"),
+                      ("r4", 1.4, "undecided"), ("r5", 1.6, "undecided"), ("r7", 3.0, "True")])
+    out = diff_runs(a, b, 1.0, 0.05)
+    s, c = out.summary, out.summary["counts"]
+    assert s["compares"] == "decisions" and s["verdict"] == "worse" and out.worse
+    assert {k: c[k] for k in ("new", "worse", "unchanged", "fixed", "absent", "only_in_a", "only_in_b")} == {
+        "new": 2, "worse": 0, "unchanged": 1, "fixed": 1, "absent": 1, "only_in_a": 1, "only_in_b": 1}
+    assert c["transitions"] == {"above -> below": 1, "above -> undecided": 1, "absent -> above": 1,
+                                "below -> undecided": 1, "undecided -> above": 1}
+    assert c["changed"] == 5 and c["estimate_changed"] == 5  # r0, r1, r3, r4, r5 moved by more than 0.05
+    assert [r["key"] for r in out.records["new"]] == ["r3", "r7"]
+    assert [r["key"] for r in out.records["fixed"]] == ["r0"] and [r["key"] for r in out.records["absent"]] == ["r6"]
+    assert [(r["key"], r["note"]) for r in out.records["changed"]] == [
+        ("r7", "absent -> above"), ("r3", "undecided -> above"), ("r4", "above -> undecided"),
+        ("r0", "above -> below"), ("r2", "below -> undecided")]  # largest estimate first, then row
+    assert s["a"] == {"n": 7, "max": 4.0, "mean": pytest.approx(12.7 / 7, rel=1e-12), "violations": 4,
+                      "decided_below": 1, "undecided": 2}  # rel: a float mean
+    line = summary_line(out)
+    assert line.startswith("mptool diff (decisions beyond training randomness): WORSE: decided above 4 -> 3 "
+                           "(2 new, 1 fixed, 1 unchanged), decided below 1 -> 1, undecided 2 -> 3; 5 decision(s) "
+                           "changed (above -> below 1, above -> undecided 1, absent -> above 1, below -> undecided 1, "
+                           "undecided -> above 1)")
+    assert "5 estimate(s) moved by more than 0.05 (not a regression on their own" in line
+
+
+def test_diff_of_decisions_with_only_estimates_moved_is_not_worse() -> None:
+    a = _run_of("A", [("r0", 2.0, "True"), ("r1", 0.5, "undecided"), ("r2", 0.1, "False")])
+    b = _run_of("B", [("r0", 4.0, "True"), ("r1", 1.8, "undecided"), ("r2", 0.3, "False")])
+    out = diff_runs(a, b, 1.0, 0.05)
+    assert not out.worse and out.summary["verdict"] == "not worse"
+    assert out.summary["counts"]["changed"] == 0 and out.summary["counts"]["estimate_changed"] == 3
+    assert out.records["changed"] == [] and out.records["worse"] == []
+
+
+@pytest.fixture(scope="module")
+def decided(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Replicate runs (ids r0..r25, ``--replicates 4:8``): the data, the data with r0 made weight 0 (its
+    influence gone: decided below) and r25 weight 1 (memorised: decided above), and the data at another
+    error control."""
+    d = tmp_path_factory.mktemp("ff2-diff")
+    spec = write_spec(d / "s.yaml", ESTIMATOR, data={"id": "rid", "drop": []},
+                      model={"params": {"weight_feature": 1, "noise": 1.0}, "preprocess": "none"})
+    frame = known_frame(0)[0]
+    frame.insert(0, "rid", [f"r{i}" for i in range(len(frame))])
+    frame.to_csv(d / "d.csv", index=False)
+    frame.loc[0, "w"], frame.loc[len(frame) - 1, "w"] = 0.0, 1.0
+    frame.to_csv(d / "changed.csv", index=False)
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MPTOOL_FINGERPRINT_KEY", "ff2-diff")
+        for name, csv, extra in (("a", "d.csv", ()), ("b", "changed.csv", ()),
+                                 ("holm", "d.csv", ("--error-control", "holm"))):
+            res = run_cli("pdtp", d / csv, "-m", spec, "--allow-import", MODULE, "--out", d / name, "--jobs", "1",
+                          "--replicates", "4:8", "-q", *extra)
+            assert res.code == 1, res.stderr
+            out[name] = d / name
+    return out
+
+
+def test_cli_diff_of_two_replicate_runs_shows_decision_changes(decided: dict[str, Path],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", "ff2-diff")  # diff reads runs only when they verify
+    def said(path: Path) -> dict[str, str]:
+        t = pd.read_csv(path / "pdtp.csv", dtype={"id": str, "violation": str})
+        return dict(zip(t["id"], t["violation"], strict=True))
+
+    a, b = said(decided["a"]), said(decided["b"])
+    assert a["r0"] == "True" and b["r0"] == "False" and a["r25"] != "True" and b["r25"] == "True"
+    moved = sorted(k for k in a if a[k] != b[k])
+    res = run_cli("diff", decided["a"], decided["b"])
+    assert res.code == 1, res.stderr  # r25 newly decided above
+    out = res.stdout
+    assert "new violations (decided above now, not decided above in RUN_A) (1):" in out
+    assert "fixed (decided below now, decided above in RUN_A) (1):" in out
+    assert f"decision changed (RUN_A -> RUN_B) ({len(moved)}):" in out
+    assert "  row 25  id r25  PDTP " in out and f"{DECISION[a['r25']]} -> above" in out
+    assert "above -> below" in out and "changed by more than" not in out and "worse (" not in out
+    line = out.strip().splitlines()[-1]
+    assert line.startswith("mptool diff (decisions beyond training randomness): WORSE: ")
+    assert f"{len(moved)} decision(s) changed (" in line
+    back = run_cli("diff", decided["b"], decided["a"], "-q")  # r0 decided above again: new; r25 fixed
+    assert back.code == 1 and back.stdout.count("\n") == 1
+    same = run_cli("diff", decided["a"], decided["a"], "-q")
+    assert same.code == 0 and "not worse: decided above" in same.stdout
+    assert "0 decision(s) changed (none)" in same.stdout
+
+
+DECISION = {"True": "above", "False": "below", "undecided": "undecided"}
+
+
+def test_cli_diff_of_decisions_refuses_another_threshold_or_rule(decided: dict[str, Path],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", "ff2-diff")
+    res = run_cli("diff", decided["a"], decided["b"], "--threshold", "0.5")
+    assert_refused(res, ["--threshold 0.5: RUN_A and RUN_B are replicate-engine runs whose decisions were made "
+                         "at the threshold 1", "cannot take another threshold"], stdout_empty=True)  # ff2-1
+    res = run_cli("diff", decided["holm"], decided["b"])
+    assert_refused(res, ["RUN_A decided its records under another rule (error_control holm then, bh now)"],
+                   stdout_empty=True)  # ff2-2

@@ -14,7 +14,8 @@ from mptool.runtime.errors import EXIT_FINDING, EXIT_OK
 
 DIFF_EXIT_HELP = (
     "Exit codes: 0 = B is not worse than A; 1 = B is worse (a new violation, or a violation whose PDTP rose by "
-    "more than --tolerance); 2 = bad input or usage (runs of other data or spec, unreadable results); "
+    "more than --tolerance; for two replicate-engine runs: a record decided above now and not in A); 2 = bad "
+    "input or usage (runs of other data or spec, unreadable results, a replicate run against another engine's); "
     "3 = unexpected internal error."
 )
 
@@ -37,6 +38,10 @@ def diff(
     Prints the records that are new violations, worse, fixed and changed by more than
     --tolerance, then one summary line suited to a cron log: violations, max and mean PDTP
     before -> after. Reads result files only. Exit 1 when RUN_B is worse than RUN_A.
+
+    Two replicate-engine runs (randomized training) are compared by their decisions (above,
+    below, undecided): every decision change is listed and counted; a changed estimate alone
+    is not a regression (docs/randomness.md section 8).
     """
     from mptool.api.baseline import check_comparable
     from mptool.api.diff import diff_runs, summary_line
@@ -60,8 +65,13 @@ def diff(
         from mptool.outputs.junit import record_lines
 
         c = outcome.summary["counts"]
-        for kind, title in (("new", "new violations"), ("worse", "worse"), ("fixed", "fixed"),
-                            ("changed", f"changed by more than {tolerance:g}")):
+        kinds = (("new", "new violations"), ("worse", "worse"), ("fixed", "fixed"),
+                 ("changed", f"changed by more than {tolerance:g}"))
+        if outcome.summary.get("compares") == "decisions":  # replicate runs: decisions, not estimates
+            kinds = (("new", "new violations (decided above now, not decided above in RUN_A)"),
+                     ("fixed", "fixed (decided below now, decided above in RUN_A)"),
+                     ("changed", "decision changed (RUN_A -> RUN_B)"))
+        for kind, title in kinds:
             listed = outcome.records[kind]
             if listed:
                 ui.echo(f"{title} ({c[kind]}):")
