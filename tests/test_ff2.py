@@ -259,3 +259,29 @@ def test_cli_diff_of_decisions_refuses_another_threshold_or_rule(decided: dict[s
     res = run_cli("diff", decided["holm"], decided["b"])
     assert_refused(res, ["RUN_A decided its records under another rule (error_control holm then, bh now)"],
                    stdout_empty=True)  # ff2-2
+
+
+# ------------------------------------------------------------- the report on attack's PDTP column
+
+
+def test_report_says_attack_pdtp_is_not_decided_for_randomized_training(tmp_path: Path) -> None:
+    """attack.json's ``pdtp_basis.decided`` false (randomized training, refit engine): the report says that
+    pdtp_mean decides no record and points to mptool pdtp; a deterministic training's report says nothing new."""
+    known_frame(0)[0].to_csv(tmp_path / "d.csv", index=False)
+    for name, params in (("random", {"noise": 1.0}), ("fixed", {"noise": 0.0, "order_effect": 0.0})):
+        spec = write_spec(tmp_path / f"{name}.yaml", ESTIMATOR,
+                          model={"params": {"weight_feature": 1, **params}, "preprocess": "none"})
+        res = run_cli("attack", tmp_path / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", tmp_path / name,
+                      "--attacks", "distance", "--candidates", "26", "--iterations", "2", "--targets", "6",
+                      "--shadows", "2", "--pdtp-iterations", "1", "--jobs", "1", "-q")
+        assert res.code == 0, res.stderr
+    doc = json.loads((tmp_path / "random" / "attack.json").read_text())
+    assert doc["summary"]["pdtp_basis"]["decided"] is False
+    md = _report(tmp_path / "random")
+    assert ("pdtp\\_mean is a single-refit estimate per iteration (the training depends on seed and row order): it "
+            "counts the training randomness as the record's influence, and no target record is decided") in md
+    assert "mptool pdtp (replicate engine) decides which records violate DTP-1 beyond the randomness" in md
+    html = run_cli("report", tmp_path / "random", "--out", tmp_path / "random" / "r.html")
+    assert html.code == 0, html.stderr
+    assert "pdtp_mean is a single-refit estimate per iteration" in (tmp_path / "random" / "r.html").read_text()
+    assert "single-refit" not in _report(tmp_path / "fixed")

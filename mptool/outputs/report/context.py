@@ -510,6 +510,24 @@ def strongest_attack(inputs: ReportInputs) -> str | None:
     return text + (f"; {'; '.join(extra)}." if extra else ".")
 
 
+def attack_pdtp_note(inputs: ReportInputs) -> str | None:
+    """What the attack's ``pdtp_mean`` is when attack.json says no record is decided (randomized training).
+
+    ``summary.pdtp_basis`` with ``decided: false`` (the refit engine on a training that depends on the
+    seed or the row order, docs/randomness.md section 8): each value counts the training randomness
+    as influence. None otherwise (exact engines, a deterministic training): their reports are unchanged.
+    """
+    basis = lookup(summary_of(inputs.attack_doc), "pdtp_basis")
+    if not isinstance(basis, dict) or basis.get("decided") is not False:
+        return None
+    sources = basis.get("sources")
+    said = f" (the training depends on {ui.excerpt(str(sources), 40)})" if sources else ""
+    return (f"pdtp_mean is a single-refit estimate per iteration{said}: it counts the training randomness as "
+            "the record's influence, and no target record is decided above or below the threshold. mptool pdtp "
+            "(replicate engine) decides which records violate DTP-1 beyond the randomness; its decisions are in "
+            "the PDTP section when pdtp.json is in this folder.")
+
+
 def attack_gate(inputs: ReportInputs) -> str | None:
     """One sentence on ``mptool attack``'s gate (--max-accuracy / --max-auc) and the exit code it gave."""
     gate = lookup(summary_of(inputs.attack_doc), "gate")
@@ -700,6 +718,7 @@ def build_context(inputs: ReportInputs, top: int = 20, show_values: bool = False
         "attack_metrics": attack_metrics(inputs.attacks),
         "attack_targets": attack_targets(inputs, top, show_values),
         "attack_gate": attack_gate(inputs),
+        "attack_pdtp_note": attack_pdtp_note(inputs),
         "strongest_attack": strongest_attack(inputs),
         "attribute": attribute_block(inputs),
         "reduce": reduce_block(inputs, show_values),
