@@ -285,3 +285,19 @@ def test_report_says_attack_pdtp_is_not_decided_for_randomized_training(tmp_path
     assert html.code == 0, html.stderr
     assert "pdtp_mean is a single-refit estimate per iteration" in (tmp_path / "random" / "r.html").read_text()
     assert "single-refit" not in _report(tmp_path / "fixed")
+
+
+def test_report_mitigation_table_names_decided_counts() -> None:
+    """mitigate.csv of a randomized training (decided_below, undecided columns): the report's settings table shows
+    them and heads above_target "records decided above"; an exact run's table keeps its columns and headings."""
+    from mptool.outputs.report.mitigation import mitigation_block
+
+    rows = {"setting": ["baseline", "round=1"], "family": ["baseline", "release"], "max_pdtp": [2.5, 0.9],
+            "accuracy": [0.9, 0.8], "passes": [False, False], "above_target": [3, 0]}
+    decided = pd.DataFrame({**rows, "decided_below": [10, 12], "undecided": [7, 8]})
+    block = mitigation_block(decided, {"target": 1.0})
+    cols = block["table"]["columns"]
+    assert cols[cols.index("records decided above"):][:3] == ["records decided above", "decided below", "undecided"]
+    assert block["table"]["rows"][1][cols.index("undecided")] == "8"
+    exact = mitigation_block(pd.DataFrame(rows), {"target": 1.0})["table"]["columns"]
+    assert "records above" in exact and "undecided" not in exact and "decided below" not in exact

@@ -19,8 +19,14 @@ FILES = ("mitigate.csv", "mitigate.json")
 #: Columns of the report's table (mitigate.csv's names) and their headings.
 SHOWN = {"setting": "setting", "family": "family", "change": "change", "max_pdtp": "max PDTP",
          "mean_pdtp": "mean PDTP", "max_pdtp_binned": "max PDTP binned", "max_pdtp_raw": "max PDTP raw",
-         "above_target": "records above", "accuracy": "accuracy",
+         "above_target": "records above", "decided_below": "decided below", "undecided": "undecided",
+         "accuracy": "accuracy",
          "log_loss": "log loss", "dtp_bound": "DTP bound (eps)", "passes": "passes", "why_not": "not recommended"}
+
+
+#: Count columns; ``decided_below`` and ``undecided`` are in mitigate.csv only for randomized training
+#: (docs/randomness.md section 8), where ``above_target`` counts records *decided* above.
+COUNTS = ("above_target", "decided_below", "undecided")
 
 
 def load_mitigation(results_dir: Path, notes: list[str]) -> tuple[pd.DataFrame | None, dict[str, Any] | None]:
@@ -63,7 +69,7 @@ def _cell(column: str, value: Any) -> str:
     if column in ("max_pdtp", "mean_pdtp", "max_pdtp_binned", "max_pdtp_raw", "accuracy", "log_loss", "dtp_bound"):
         v = number(value)
         return "—" if v is None else f"{v:.4f}"
-    if column == "above_target":
+    if column in COUNTS:
         v = number(value)
         return "—" if v is None else str(int(v))
     return str(value)
@@ -88,8 +94,10 @@ def mitigation_block(table: pd.DataFrame | None, doc: dict[str, Any] | None) -> 
              ("plan", str((doc.get("plan") or {}).get("line", "—")))]
     if rec is not None and rec.get("command"):
         items.append(("re-audit", str(rec["command"])))
-    table_ctx = {"columns": [SHOWN[c] for c in cols], "rows": rows,
-                 "numeric": [c in ("max_pdtp", "mean_pdtp", "max_pdtp_binned", "max_pdtp_raw", "above_target",
+    decided = "undecided" in table.columns  # the replicate engine: settings judged by decisions
+    heads = {**SHOWN, "above_target": "records decided above"} if decided else SHOWN
+    table_ctx = {"columns": [heads[c] for c in cols], "rows": rows,
+                 "numeric": [c in ("max_pdtp", "mean_pdtp", "max_pdtp_binned", "max_pdtp_raw", *COUNTS,
                                    "accuracy", "log_loss", "dtp_bound") for c in cols],
                  "highlight": [rec is not None and r["setting"] == rec.get("setting") for _, r in table.iterrows()]}
     return {"sentence": str(doc.get("sentence", "")), "items": items, "table": table_ctx,
