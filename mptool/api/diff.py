@@ -76,23 +76,32 @@ def diff_runs(a: PreviousRun, b: PreviousRun, threshold: float, tolerance: float
     sized = now.assign(size=delta.abs().to_numpy())
     changed = sized[sized["size"].to_numpy() > tolerance]
     changed = changed.sort_values(["size", "row"], ascending=[False, True])
-    only_a = ~a.table["key"].isin(set(b.table["key"]))
     records = {kind: _rows(now[now["status"] == kind]) for kind in ("new", "worse", "unchanged", "fixed")}
     records["changed"] = _rows(changed)
+    counts = {**{kind: int((now["status"] == kind).sum()) for kind in ("new", "worse", "unchanged", "fixed")},
+              "changed": len(changed)}
+    stats = (_stats(a.table["pdtp"].to_numpy(dtype=float), threshold),
+             _stats(b.table["pdtp"].to_numpy(dtype=float), threshold))
+    return _outcome(a, b, {"threshold": threshold, "tolerance": tolerance}, now, records, absent, stats, counts)
+
+
+def _outcome(a: PreviousRun, b: PreviousRun, head: dict[str, Any], now: pd.DataFrame,
+             records: dict[str, list[dict[str, Any]]], absent: list, stats: tuple[dict, dict],
+             counts: dict[str, Any]) -> DiffOutcome:
+    """The outcome both comparisons share: the runs, ``head`` (threshold, tolerance...), the matching, each
+    run's ``stats``, ``counts`` then the absent and one-sided records' counts, and the verdict."""
     records["absent"] = [{"key": k} for k in absent[:LISTED]]
     summary = {
         "run_a": str(a.path),
         "run_b": str(b.path),
-        "threshold": threshold,
-        "tolerance": tolerance,
+        **head,
         "matched_by": "id" if b.identity.get("id") else "fingerprint",
-        "a": _stats(a.table["pdtp"].to_numpy(dtype=float), threshold),
-        "b": _stats(b.table["pdtp"].to_numpy(dtype=float), threshold),
+        "a": stats[0],
+        "b": stats[1],
         "counts": {
-            **{kind: int((now["status"] == kind).sum()) for kind in ("new", "worse", "unchanged", "fixed")},
-            "changed": len(changed),
+            **counts,
             "absent": len(absent),
-            "only_in_a": int(only_a.sum()),
+            "only_in_a": int((~a.table["key"].isin(set(b.table["key"]))).sum()),
             "only_in_b": int(now["before"].isna().sum()),
         },
     }
@@ -165,34 +174,14 @@ def diff_decisions(a: PreviousRun, b: PreviousRun, threshold: float, tolerance: 
     for x, y in zip(changed["before_decision"], changed["decision"], strict=True):
         transitions[f"{x} -> {y}"] = transitions.get(f"{x} -> {y}", 0) + 1
     delta = (now["pdtp"] - now["before"]).abs().to_numpy()
-    only_a = ~a.table["key"].isin(set(b.table["key"]))
     records = {kind: _decision_rows(now[now["status"] == kind]) for kind in ("new", "unchanged", "fixed")}
     records["worse"] = []
     records["changed"] = _decision_rows(changed)
-    records["absent"] = [{"key": k} for k in absent[:LISTED]]
-    summary = {
-        "run_a": str(a.path),
-        "run_b": str(b.path),
-        "compares": "decisions",
-        "threshold": threshold,
-        "tolerance": tolerance,
-        "matched_by": "id" if b.identity.get("id") else "fingerprint",
-        "a": _decision_stats(a.table),
-        "b": _decision_stats(b.table),
-        "counts": {
-            **{kind: int((now["status"] == kind).sum()) for kind in ("new", "unchanged", "fixed")},
-            "worse": 0,
-            "changed": len(changed),
-            "transitions": dict(sorted(transitions.items())),
-            "estimate_changed": int((delta > tolerance).sum()),
-            "absent": len(absent),
-            "only_in_a": int(only_a.sum()),
-            "only_in_b": int(now["before"].isna().sum()),
-        },
-    }
-    outcome = DiffOutcome(summary, records)
-    summary["verdict"] = "worse" if outcome.worse else "not worse"
-    return outcome
+    counts = {**{kind: int((now["status"] == kind).sum()) for kind in ("new", "unchanged", "fixed")}, "worse": 0,
+              "changed": len(changed), "transitions": dict(sorted(transitions.items())),
+              "estimate_changed": int((delta > tolerance).sum())}
+    head = {"compares": "decisions", "threshold": threshold, "tolerance": tolerance}
+    return _outcome(a, b, head, now, records, absent, (_decision_stats(a.table), _decision_stats(b.table)), counts)
 
 
 def _decision_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
