@@ -266,15 +266,16 @@ def test_cli_diff_of_decisions_refuses_another_threshold_or_rule(decided: dict[s
 
 def test_report_says_attack_pdtp_is_not_decided_for_randomized_training(tmp_path: Path) -> None:
     """attack.json's ``pdtp_basis.decided`` false (randomized training, refit engine): the report says that
-    pdtp_mean decides no record and points to mptool pdtp; a deterministic training's report says nothing new."""
+    pdtp_mean decides no record and points to mptool pdtp; a deterministic training or an exact engine: nothing."""
+    from mptool.outputs.report.context import attack_pdtp_note
+    from mptool.outputs.report.loader import ReportInputs
+
     known_frame(0)[0].to_csv(tmp_path / "d.csv", index=False)
-    for name, params in (("random", {"noise": 1.0}), ("fixed", {"noise": 0.0, "order_effect": 0.0})):
-        spec = write_spec(tmp_path / f"{name}.yaml", ESTIMATOR,
-                          model={"params": {"weight_feature": 1, **params}, "preprocess": "none"})
-        res = run_cli("attack", tmp_path / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", tmp_path / name,
-                      "--attacks", "distance", "--candidates", "26", "--iterations", "2", "--targets", "6",
-                      "--shadows", "2", "--pdtp-iterations", "1", "--jobs", "1", "-q")
-        assert res.code == 0, res.stderr
+    spec = write_spec(tmp_path / "s.yaml", ESTIMATOR, model={"params": {"weight_feature": 1}, "preprocess": "none"})
+    res = run_cli("attack", tmp_path / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", tmp_path / "random",
+                  "--attacks", "distance", "--candidates", "26", "--iterations", "2", "--targets", "6",
+                  "--shadows", "2", "--pdtp-iterations", "1", "--jobs", "1", "-q")
+    assert res.code == 0, res.stderr
     doc = json.loads((tmp_path / "random" / "attack.json").read_text())
     assert doc["summary"]["pdtp_basis"]["decided"] is False
     md = _report(tmp_path / "random")
@@ -284,7 +285,8 @@ def test_report_says_attack_pdtp_is_not_decided_for_randomized_training(tmp_path
     html = run_cli("report", tmp_path / "random", "--out", tmp_path / "random" / "r.html")
     assert html.code == 0, html.stderr
     assert "pdtp_mean is a single-refit estimate per iteration" in (tmp_path / "random" / "r.html").read_text()
-    assert "single-refit" not in _report(tmp_path / "fixed")
+    for summary in ({"pdtp_basis": {"decided": True, "randomized": False}}, {}):  # deterministic; exact engine
+        assert attack_pdtp_note(ReportInputs(tmp_path, attack_doc={"summary": summary})) is None
 
 
 def test_report_mitigation_table_names_decided_counts() -> None:
@@ -301,3 +303,12 @@ def test_report_mitigation_table_names_decided_counts() -> None:
     assert block["table"]["rows"][1][cols.index("undecided")] == "8"
     exact = mitigation_block(pd.DataFrame(rows), {"target": 1.0})["table"]["columns"]
     assert "records above" in exact and "undecided" not in exact and "decided below" not in exact
+
+
+def test_junit_files_with_run_notes_follow_the_schema(runs: dict[str, Path]) -> None:
+    """The ``run ended`` note sits in the test case's one ``<system-out>`` (with the evidence when there is some)."""
+    xmlschema = pytest.importorskip("xmlschema")
+    schema = xmlschema.XMLSchema(Path(__file__).with_name("data") / "junit.xsd")
+    for run in runs.values():
+        schema.validate(run / "junit.xml")
+        assert len(_case(run).findall("system-out")) == 1
