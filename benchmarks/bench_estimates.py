@@ -109,6 +109,9 @@ def cases(d: Path, quick: bool) -> list[tuple[str, str, list[str]]]:
          [adult, "--model", str(CONFIG_DIR / "adult-lr.yaml"), "--train-size", "30000", "--sample", "100"]),
         ("mitigate breast_cancer-lr T=200 (every family)", "mitigate",
          [bc, "--model", str(spec(d, "bc-lr-m", LR, extra="  train_size: 200\n"))]),
+        ("mitigate breast_cancer-mlp T=300 --sample 5 (release, regularise; randomized)", "mitigate",
+         [bc, "--model", str(spec(d, "bc-mlp-m", MLP, extra="  train_size: 300\n")), "--sample", "5",
+          "--defences", "release,regularise"]),
     ]
 
 
@@ -120,6 +123,7 @@ def run_facts(out: Path, line: str, lo: float, hi: float, wall: float) -> str:
     if not path.exists():
         return ""
     s = json.loads(path.read_text())
+    s = s.get("summary", s)
     w = s.get("workers", {}).get("workers")
     rep = s.get("replicates")
     m = re.search(r"replicates \((\d+) to (\d+) per record\) ([0-9,]+) fit", line)

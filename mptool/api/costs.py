@@ -20,6 +20,14 @@ measured, not assumed:
 - the randomness check (:func:`will_randomize`) on the largest timed subset, stopping at the
   first source it finds (a network: one fit with another seed).
 
+The refit and replicate engines fit with one BLAS thread, while A(T) and the randomness check
+run in the command's own process with its BLAS threads: for those engines the fits are timed
+with one thread and one more fit, with the process's threads, prices A(T) and the check
+(:attr:`FitTime.main_ratio`; a network at load 10 fitted 10x slower with two BLAS threads waiting
+on each other than with one, and timing it so made its estimate 6-40x high). The replicate
+engine's number of looks is known only as it runs (a record decided early takes MIN replicates,
+one undecided to the end MAX): its phase is a range, and so is the command's total.
+
 Times are wall seconds measured on this machine now, so they carry its load (a load that changes
 between ``check`` and the run moves the real time, not the estimate); parallel work is divided as
 :func:`mptool.runtime.parallel.parallel_seconds` says (worker start, cores over load: on a Linux

@@ -442,7 +442,7 @@ def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: 
         lo, hi = reps
         line = (f"{line}; training is randomized ({prep.randomness.sources}): each trained setting is audited "
                 f"with {lo}-{hi} replicates per record instead, {lo * (n_audited + 1):,} to "
-                f"{hi * (n_audited + 1):,} fits each")
+                f"{hi * (n_audited + 1):,} fits each (how many a record needs is known only as the run decides it)")
     if options is not None:
         from mptool.api.costs import duration, mitigate_seconds
 

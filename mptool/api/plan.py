@@ -11,8 +11,6 @@ randomness check, replicates and noise floor counted).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,17 +37,13 @@ from mptool.loo import RefitEngine, check_before_work, engine_reasons, select_en
 from mptool.loo.replicates import DEFAULT_MAX, DEFAULT_MIN
 from mptool.privacy.release import gate_policy, measured_note
 from mptool.privacy.stability import stability_bound
+from mptool.runtime import ui
 from mptool.runtime.parallel import parallel_seconds, resolve_jobs
 
 #: ``mptool attack``'s default options (every attack, a shadow pool of DEFAULT_SHADOW_POOL): the attack estimate.
 ATTACK_DEFAULTS = AttackOptions(shadow_pool=DEFAULT_SHADOW_POOL, auto_pool=True, candidates=None)
 #: Default ``--max-removals`` of reduce-dtp.
 REDUCE_STEPS = 50
-
-@contextmanager
-def _silent(total: int, label: str) -> Iterator[Callable[[int], None]]:
-    """No progress lines (an API caller that passed no ``progress``)."""
-    yield lambda n: None
 
 
 @dataclass(frozen=True)
@@ -143,7 +137,7 @@ def check_plan(
     ``pdtp`` pays too); added to the time of reading the data as the first phase. ``progress(total,
     label)`` (as :func:`mptool.runtime.ui.progress`) reports the check's own phases: reading the data,
     the timed fits, the timed leave-one-out of an exact engine, the randomness refit."""
-    phase = progress or _silent
+    phase = progress or (lambda n, label: ui.progress(n, label, quiet=True))  # an API caller: no lines
     t_read = time.perf_counter()
     with phase(1, "check: reading the data and the spec") as advance:
         prep = prepare(data, spec, allow_import)
