@@ -162,8 +162,8 @@ def main() -> None:
                 lo, hi = estimate(line)
             load_end = os.getloadavg()[0]
             ratio_lo, ratio_hi = wall / hi, wall / lo
-            off = max(ratio_hi, 1 / ratio_lo) if ratio_lo > 1 or ratio_hi < 1 else 1.0
-            worst = max(worst, off if (ratio_hi < 1 or ratio_lo > 1) else 1.0)
+            off = ratio_lo if ratio_lo > 1 else 1 / ratio_hi if ratio_hi < 1 else 1.0  # outside the range: how far
+            worst = max(worst, off)
             span = f"{lo:.1f} s" if lo == hi else f"{lo:.1f} to {hi:.1f} s"
             ratios = f"{ratio_lo:.2f}" if lo == hi else f"{ratio_lo:.2f} to {ratio_hi:.2f}"
             within = "yes" if ratio_lo <= 2.0 and ratio_hi >= 0.5 else "NO"
