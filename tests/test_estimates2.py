@@ -3,7 +3,7 @@
 - The refit and replicate engines fit with one BLAS thread; A(T) and the randomness check run in
   the command's own process with its BLAS threads. ``check`` times the per-record fits with one
   thread and prices A(T) and the randomness check by ``FitTime.main_ratio`` (a network fitted 10x
-  slower with two BLAS threads than with one at load 10, and its estimate came out 4x high).
+  slower with two BLAS threads than with one at load 10, and its estimate came out 6-50x high).
 - ``mitigate`` on randomized training prices each retrained setting's randomness check and A(T).
 - ``check`` reports its own phases (a first line within ``FIRST_LINE_S``).
 

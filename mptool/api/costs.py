@@ -24,7 +24,7 @@ The refit and replicate engines fit with one BLAS thread, while A(T) and the ran
 run in the command's own process with its BLAS threads: for those engines the fits are timed
 with one thread and one more fit, with the process's threads, prices A(T) and the check
 (:attr:`FitTime.main_ratio`; a network at load 10 fitted 10x slower with two BLAS threads waiting
-on each other than with one, and timing it so made its estimate 6-40x high). The replicate
+on each other than with one; timing it so made adult-nn's estimate 6-50x high). The replicate
 engine's number of looks is known only as it runs (a record decided early takes MIN replicates,
 one undecided to the end MAX): its phase is a range, and so is the command's total.
 
@@ -247,7 +247,7 @@ def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: 
     timed so, the first one is a warm-up, and one fit of the first size with the process's own
     BLAS threads gives :attr:`FitTime.main_ratio` (A(T) and the randomness check run that way; a
     network on 400 Adult records at load 10: 12.7 s with two BLAS threads, 1.3 s with one, its
-    threads waiting on each other under load; timing with two made the network's estimate 4x high).
+    threads waiting on each other under load; timing with two made adult-nn's estimate 6-50x high).
     ``advance(1)`` is called after each timed fit (a progress line).
 
     From two sizes or more the time grows from the largest with the measured exponent when it is
