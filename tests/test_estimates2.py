@@ -143,3 +143,19 @@ def test_check_reports_its_own_phases(forest, monkeypatch: pytest.MonkeyPatch) -
         assert f"[mptool] {label}: 0/" in res.stderr, res.stderr
     line = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith("pdtp "))
     assert "replicates (4 to 32 per record)" in line and "known only as the run decides it" in line
+
+
+def test_small_positive_measurements_are_not_taken_for_sample_weights() -> None:
+    """A census instance weight (median about 1,600) is one; heavy-tailed measurements with a small median (the
+    '... error' columns of breast_cancer: 0.002 to 24) are not (issue 30: init dropped five of them)."""
+    import numpy as np
+    import pandas as pd
+
+    from mptool.inputs.sniff import WEIGHT_MEDIAN, weight_reason
+
+    rng = np.random.default_rng(0)
+    census = pd.Series(np.round(rng.lognormal(7.3, 0.8, 300), 2))
+    assert weight_reason("24", census) is not None
+    area_error = pd.Series(np.round(rng.lognormal(3.2, 0.8, 300), 2))  # median about 24, the same shape
+    assert float(area_error.median()) < WEIGHT_MEDIAN and weight_reason("area error", area_error) is None
+    assert weight_reason("fractal dimension error", area_error / 10_000) is None
