@@ -4,9 +4,11 @@ For each case, ``mptool check`` (or ``mptool mitigate``'s plan line) gives an es
 command itself runs as its own process and its wall time is measured (start-up included, as a
 user times it). Each line prints the estimate, the measured wall and CPU time (user + system of
 the child and its workers), the ratio measured / estimate (a range where the estimate is one:
-replicates stop early when records are decided), and the load average before and after: the
-estimates are of this machine as loaded when ``check`` ran, so a load that changes between the
-two runs moves the ratio.
+replicates stop early when records are decided), and the load average when ``check`` started, when
+the run started and when it ended: the estimates are of this machine as loaded when ``check`` ran,
+so a load that changes between the two moves the ratio (rerun such a case rather than judge it).
+For ``pdtp`` it also prints, from pdtp.json, the workers the run used and, for the replicate
+engine, the fits it made and the replicates each record got.
 
 Cases: the bundled configs on the bundled Adult data (T = 1,000; ``--sample`` where the engine
 refits per record), logistic regression on scikit-learn's breast_cancer, wine and digits written
@@ -20,6 +22,7 @@ Usage: python benchmarks/bench_estimates.py [--quick] [--only TEXT[,TEXT...]]
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -106,7 +109,31 @@ def cases(d: Path, quick: bool) -> list[tuple[str, str, list[str]]]:
          [adult, "--model", str(CONFIG_DIR / "adult-lr.yaml"), "--train-size", "30000", "--sample", "100"]),
         ("mitigate breast_cancer-lr T=200 (every family)", "mitigate",
          [bc, "--model", str(spec(d, "bc-lr-m", LR, extra="  train_size: 200\n"))]),
+        ("mitigate breast_cancer-mlp T=300 --sample 5 (release, regularise; randomized)", "mitigate",
+         [bc, "--model", str(spec(d, "bc-mlp-m", MLP, extra="  train_size: 300\n")), "--sample", "5",
+          "--defences", "release,regularise"]),
     ]
+
+
+def run_facts(out: Path, line: str, lo: float, hi: float, wall: float) -> str:
+    """Workers and, for the replicate engine, the fits it made, the replicates per record (pdtp.json) and the
+    ratio to the estimate at those fits: the range's ends are every record decided at the first look and
+    every record at the last; in between, the estimate grows linearly with the replicate fits."""
+    path = out / "pdtp.json"
+    if not path.exists():
+        return ""
+    s = json.loads(path.read_text())
+    s = s.get("summary", s)
+    w = s.get("workers", {}).get("workers")
+    rep = s.get("replicates")
+    m = re.search(r"replicates \((\d+) to (\d+) per record\) ([0-9,]+) fit", line)
+    if not rep or m is None:
+        return f"  [workers {w}]"
+    f_lo = int(m.group(3).replace(",", ""))
+    f_hi = f_lo * int(m.group(2)) // int(m.group(1))
+    at = lo + (hi - lo) * (rep["fits"] - f_lo) / max(f_hi - f_lo, 1)
+    return (f"  [workers {w}, replicate fits {rep['fits']} of {f_lo} to {f_hi}, replicates used "
+            f"{rep['replicates_used']}; estimate at those fits {at:.1f} s, measured/that {wall / at:.2f}]")
 
 
 def main() -> None:
@@ -120,26 +147,29 @@ def main() -> None:
         for name, command, args in cases(d, quick and not only):
             if only and not any(text in name for text in only):
                 continue
-            load0 = os.getloadavg()[0]
             out = d / re.sub(r"[^a-z0-9]+", "-", name)
+            load_check = os.getloadavg()[0]
             if command == "pdtp":
                 _, _, text = timed([*py, "check", *args])
                 line = next(ln for ln in text.splitlines() if ln.strip().startswith("pdtp "))
                 lo, hi = estimate(line)
+                load_run = os.getloadavg()[0]
                 wall, cpu, _ = timed([*py, "pdtp", *args, "--out", str(out), "--force", "--quiet"])
             else:  # mitigate: its plan line comes first, then the run, in one process
+                load_run = load_check
                 wall, cpu, text = timed([*py, "mitigate", *args, "--out", str(out), "--force"])
                 line = next(ln for ln in text.splitlines() if ln.startswith("plan:"))
                 lo, hi = estimate(line)
+            load_end = os.getloadavg()[0]
             ratio_lo, ratio_hi = wall / hi, wall / lo
-            off = max(ratio_hi, 1 / ratio_lo) if ratio_lo > 1 or ratio_hi < 1 else 1.0
-            worst = max(worst, off if (ratio_hi < 1 or ratio_lo > 1) else 1.0)
+            off = ratio_lo if ratio_lo > 1 else 1 / ratio_hi if ratio_hi < 1 else 1.0  # outside the range: how far
+            worst = max(worst, off)
             span = f"{lo:.1f} s" if lo == hi else f"{lo:.1f} to {hi:.1f} s"
             ratios = f"{ratio_lo:.2f}" if lo == hi else f"{ratio_lo:.2f} to {ratio_hi:.2f}"
             within = "yes" if ratio_lo <= 2.0 and ratio_hi >= 0.5 else "NO"
             print(f"{name:<38} estimate {span:>16}  measured {wall:6.1f} s wall, {cpu:6.1f} s CPU  "
-                  f"measured/estimate {ratios:>13}  within 2x: {within}  load {load0:.1f} -> "
-                  f"{os.getloadavg()[0]:.1f}", flush=True)
+                  f"measured/estimate {ratios:>13}  within 2x: {within}  load at check {load_check:.1f}, "
+                  f"run {load_run:.1f} -> {load_end:.1f}{run_facts(out, line, lo, hi, wall)}", flush=True)
     print(f"worst factor off: {worst:.2f}")
 
 

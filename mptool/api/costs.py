@@ -20,6 +20,14 @@ measured, not assumed:
 - the randomness check (:func:`will_randomize`) on the largest timed subset, stopping at the
   first source it finds (a network: one fit with another seed).
 
+The refit and replicate engines fit with one BLAS thread, while A(T) and the randomness check
+run in the command's own process with its BLAS threads: for those engines the fits are timed
+with one thread and one more fit, with the process's threads, prices A(T) and the check
+(:attr:`FitTime.main_ratio`; a network at load 10 fitted 10x slower with two BLAS threads waiting
+on each other than with one; timing it so made adult-nn's estimate 6-50x high). The replicate
+engine's number of looks is known only as it runs (a record decided early takes MIN replicates,
+one undecided to the end MAX): its phase is a range, and so is the command's total.
+
 Times are wall seconds measured on this machine now, so they carry its load (a load that changes
 between ``check`` and the run moves the real time, not the estimate); parallel work is divided as
 :func:`mptool.runtime.parallel.parallel_seconds` says (worker start, cores over load: on a Linux
@@ -38,11 +46,14 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from mptool.api.pdtp import noise_floor_records
 from mptool.inputs.data import Records
@@ -80,6 +91,14 @@ class FitTime:
     model: Any  # the model fitted on the largest timed subset (A(T) itself when measured)
     subset: Records  # that subset
     slope: float | None = None  # seconds per record beyond the largest size when the time grew less than linearly
+    main_ratio: float = 1.0  # a fit with the process's BLAS threads over one with one thread (refit timings)
+    one_thread: bool = False  # the fits were timed with one BLAS thread (as the refit and replicate engines fit)
+
+    @property
+    def main_seconds(self) -> float:
+        """Seconds of one fit of A(T) in the command's own process, with its default BLAS threads: A(T) and
+        the randomness check's refits run there (the refit and replicate engines fit with one BLAS thread)."""
+        return self.seconds * self.main_ratio
 
     def at(self, n: int) -> float:
         """Seconds of one fit on ``n`` records: a power of the size from the largest timed size, or that
@@ -188,8 +207,28 @@ def _extrapolated(sizes: list[tuple[int, float]], model: Any, sub: Records, n: i
     return FitTime(timed.at(n), tuple(sizes), exponent, model, sub, slope)
 
 
+def one_blas_thread() -> AbstractContextManager[Any]:
+    """BLAS limited to one thread, as the refit and replicate engines fit (:mod:`mptool.loo.refit`)."""
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def timing_sizes(template: Any, n: int) -> list[int]:
+    """The subset sizes :func:`time_fit` may fit, smallest first (it stops early when the budget is spent)."""
+    sizes = [min(n, max(TIMING_RECORDS, min_records(template)))]
+    while sizes[-1] < n:
+        sizes.append(n if 8 * sizes[-1] >= n else 4 * sizes[-1])
+    return sizes
+
+
+def max_timed_fits(template: Any, n: int, full: bool = False) -> int:
+    """The most fits :func:`time_fit` makes on |T| = ``n``: two at the first size (three with one BLAS
+    thread), one at each larger one, and all of T for ``full``."""
+    return 2 + len(timing_sizes(template, n)) + int(full)
+
+
 def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: float = FIT_BUDGET_S,
-             full: bool = False, reserve: int = 0) -> FitTime:
+             full: bool = False, reserve: int = 0, one_thread: bool = False,
+             advance: Callable[[int], None] | None = None) -> FitTime:
     """Wall seconds of one fit of ``template`` on all of T, measured or extrapolated (module docstring).
 
     The first size is fitted twice when its first fit took under :data:`WARM_UP_S` of CPU (that
@@ -204,17 +243,39 @@ def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: 
     fits the caller will make on the largest subset afterwards (the dry run's randomness check),
     counted in the budget.
 
+    ``one_thread`` (the refit and replicate engines, which fit with one BLAS thread): the fits are
+    timed so, the first one is a warm-up, and one fit of the first size with the process's own
+    BLAS threads gives :attr:`FitTime.main_ratio` (A(T) and the randomness check run that way; a
+    network on 400 Adult records at load 10: 12.7 s with two BLAS threads, 1.3 s with one, its
+    threads waiting on each other under load; timing with two made adult-nn's estimate 6-50x high).
+    ``advance(1)`` is called after each timed fit (a progress line).
+
     From two sizes or more the time grows from the largest with the measured exponent when it is
     1 to 2; below 1 (a fixed cost: a forest of 50 trees takes as long on 100 records as on 1,000)
     by the measured cost per record beyond that size: growing linearly from 100 records
     over-estimated both 5-10x.
     """
+    step = advance or (lambda n: None)
+    limit = one_blas_thread if one_thread else nullcontext
+
+    def timed(sub: Records) -> tuple[float, float, Any]:
+        with limit():
+            out = _timed_fit(template, sub)
+        step(1)
+        return out
+
     size = min(T.n, max(TIMING_RECORDS, min_records(template)))
     sub = subset(T, size, seed, classes)
-    t, c, model = _timed_fit(template, sub)  # pays first-call costs (lazy imports, caches): a warm-up
-    spent = c
-    if c < WARM_UP_S:  # first-call costs matter: fitted again, the faster counts
-        t1, c, model = _timed_fit(template, sub)
+    t, c, model = timed(sub)  # pays first-call costs (lazy imports, caches): a warm-up
+    spent, ratio = c, 1.0
+    if one_thread:  # the warm-up done: the process's own BLAS threads once, then one thread again
+        t_main, _, _ = _timed_fit(template, sub)
+        step(1)
+        t1, c, model = timed(sub)
+        t, spent = min(t, t1), spent + c
+        ratio = max(t_main, 1e-6) / max(t, 1e-6)
+    elif c < WARM_UP_S:  # first-call costs matter: fitted again, the faster counts
+        t1, c, model = timed(sub)
         t, spent = min(t, t1), spent + c
     sizes = [(sub.n, t)]
     while sub.n < T.n:
@@ -222,14 +283,14 @@ def time_fit(template: Any, T: Records, seed: int, classes: np.ndarray, budget: 
         if spent + (1 + reserve) * c * (nxt / sub.n) ** 0.5 > budget:
             break
         sub = subset(T, nxt, seed, classes)
-        t, c, model = _timed_fit(template, sub)
+        t, c, model = timed(sub)
         spent += c
         sizes.append((sub.n, t))
     out = _extrapolated(sizes, model, sub, T.n)
     if full and sub.n < T.n and out.seconds <= FULL_FIT_S:
-        t, _, model = _timed_fit(template, T)
+        t, _, model = timed(T)
         out = _extrapolated([*sizes, (T.n, t)], model, T, T.n)
-    return out
+    return replace(out, main_ratio=ratio, one_thread=one_thread)
 
 
 @dataclass(frozen=True)
@@ -329,7 +390,8 @@ def will_randomize(template: Any, fit: FitTime, classes: np.ndarray, seed: int) 
     Not on a smaller subset: a decision tree of the bundled Adult config changes with its seed on 100
     records (ties between splits) and not on the 1,000 of T."""
     sub = fit.subset
-    return detect(template, fit.model, sub.X, sub.y, classes, seed, first=True).randomized
+    with one_blas_thread() if fit.one_thread else nullcontext():  # as fit.model was fitted
+        return detect(template, fit.model, sub.X, sub.y, classes, seed, first=True).randomized
 
 
 def pdtp_cost(
@@ -344,7 +406,7 @@ def pdtp_cost(
     ``warm``: the workers are running already (a later step of reduce-dtp): no start-up.
     """
     start = not warm
-    t_fit = fit.seconds
+    t_fit = fit.main_seconds  # A(T) and the randomness check: this process, its own BLAS threads
     phases = [Phase("start and reading the data", 0, read_s)] if read_s else []
     refits = isinstance(engine, RefitEngine) or isinstance(engine, ReplicateEngine)
     if refits and auto:
@@ -353,12 +415,8 @@ def pdtp_cost(
     phases.append(Phase("A(T)", 1, t_fit))
     if randomized:
         lo, hi = replicates
-        workers = resolve_jobs(jobs)
-        per = fit.at(n_T - 1)
-        phases.append(Phase(
-            f"replicates ({lo} to {hi} per record)", lo * (n_audited + 1),
-            parallel_seconds(lo * (n_audited + 1) * per, workers, start),
-            parallel_seconds(hi * (n_audited + 1) * per, workers, start)))
+        workers = choose_workers(jobs, backend, lo * (n_audited + 1), t_fit)["workers"]  # as pdtp_workers
+        phases.append(replicate_phase(fit, n_T, n_audited, replicates, workers, start))
         return Cost(phases)
     if exact is not None:
         phases.append(Phase("closed-form leave-one-out", 0, exact.seconds(n_audited, jobs, start)))
@@ -372,6 +430,18 @@ def pdtp_cost(
     return Cost(phases)
 
 
+def replicate_phase(fit: FitTime, n_T: int, n_audited: int, replicates: tuple[int, int], workers: int,
+                    start: bool) -> Phase:
+    """The replicate engine's looks (:mod:`mptool.loo.replicates`): MIN replicates of A(T) and of A(T minus t)
+    per audited record at the least, MAX at the most (each record gets more while it is undecided; how many
+    it needs is known only as the run decides it), the fits of |T| - 1 records shared by ``workers``."""
+    lo, hi = replicates
+    per = fit.at(n_T - 1)
+    return Phase(f"replicates ({lo} to {hi} per record)", lo * (n_audited + 1),
+                 parallel_seconds(lo * (n_audited + 1) * per, workers, start),
+                 parallel_seconds(hi * (n_audited + 1) * per, workers, start))
+
+
 def train_cost(prep: Any, n_audited: int, jobs: int | None, backend: str = "loky", fit_budget: float = FIT_BUDGET_S,
                exact_budget: float = EXACT_BUDGET_S) -> tuple[float, float, int, ExactTime | None, FitTime]:
     """One trained configuration of ``mptool mitigate`` (A(T) and the leave-one-out of ``n_audited`` records,
@@ -381,17 +451,19 @@ def train_cost(prep: Any, n_audited: int, jobs: int | None, backend: str = "loky
 
     T, seed = prep.train, prep.spec.seed
     engine = select_engine("auto", prep.spec, prep.template)
-    full = not isinstance(engine, RefitEngine) and fit_budget >= FIT_BUDGET_S  # the baseline's A(T): all of T
-    fit = time_fit(prep.template, T, seed, prep.classes, fit_budget, full)
-    if isinstance(engine, RefitEngine):
-        workers = choose_workers(jobs, backend, n_audited, fit.seconds)["workers"]
-        return fit.seconds, n_audited * fit.at(T.n - 1), workers, None, fit
+    refit = isinstance(engine, RefitEngine)
+    full = not refit and fit_budget >= FIT_BUDGET_S  # the baseline's A(T): all of T
+    fit = time_fit(prep.template, T, seed, prep.classes, fit_budget, full, one_thread=refit)
+    if refit:  # A(T) in this process, the refits with one BLAS thread
+        workers = choose_workers(jobs, backend, n_audited, fit.main_seconds)["workers"]
+        return fit.main_seconds, n_audited * fit.at(T.n - 1), workers, None, fit
     exact = time_exact(engine, prep.spec, prep.template, fit, prep.classes, T.n, seed, exact_budget)
     return fit.seconds + exact.setup, exact.per_record * n_audited, resolve_jobs(jobs), exact, fit
 
 
 def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | None, *, sample: bool,
-                     removal_steps: int, backend: str = "loky", scored: int = 0) -> tuple[float, float]:
+                     removal_steps: int, backend: str = "loky", scored: int = 0,
+                     replicates: tuple[int, int] | None = None) -> tuple[float, float]:
     """(low, high) wall seconds of ``mptool mitigate``: its start and reading (:func:`process_age`), the
     baseline timed in full, each retrained setting priced by its own quick timing (1 s of fits, 0.5 s of
     leave-one-out) unless it is the baseline's estimator (then the baseline's cost), the workers started
@@ -399,9 +471,12 @@ def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | No
     a full leave-one-out of T; and, in the high end only, the full audits that confirm a recommendation
     made on a sample (they run only when a setting passes on the sample; one per candidate until one
     passes: adult-lr --sample 100 confirmed two). ``scored``: settings whose utility is measured on the
-    rows outside T (one prediction of those rows each, timed once)."""
+    rows outside T (one prediction of those rows each, timed once). ``replicates`` (MIN, MAX): training is
+    randomized, every trained setting is audited with the replicate engine (:func:`mitigate_replicates`)."""
     from mptool.inputs.prepare import respecified
 
+    if replicates is not None:
+        return mitigate_replicates(prep, specs, n_audited, jobs, replicates, scored)
     T = prep.train
     fixed, alone, workers, exact, fit = train_cost(prep, n_audited, jobs, backend)
 
@@ -420,10 +495,46 @@ def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | No
     full = fit.seconds + (exact.seconds(T.n, jobs, False) if exact is not None else 0.0)  # the workers run already
     if removal_steps and exact is not None:
         total += removal_steps * full  # greedy reduce-dtp runs to its removal budget, a full recompute per step
-    if scored:  # each scored setting predicts the rows outside T (utility): timed once on every usable row
-        t0 = time.perf_counter()
-        fit.model.predict_proba(prep.population.X)
-        total += scored * (time.perf_counter() - t0) * max(prep.population.n - T.n, 0) / max(prep.population.n, 1)
+    total += scoring_seconds(prep, fit.model, scored)
     confirms = 1 + len(specs)  # a candidate that fails its full audit hands over to the next (at most all)
     confirm = full * confirms if sample and exact is not None and n_audited < T.n else 0.0
     return total, total + confirm
+
+
+def scoring_seconds(prep: Any, model: Any, scored: int) -> float:
+    """Seconds of measuring ``scored`` settings' utility: each predicts the rows outside T once (timed here
+    once on every usable row with ``model``, scaled to the rows outside T)."""
+    if not scored:
+        return 0.0
+    t0 = time.perf_counter()
+    model.predict_proba(prep.population.X)
+    n_out = max(prep.population.n - prep.train.n, 0)
+    return scored * (time.perf_counter() - t0) * n_out / max(prep.population.n, 1)
+
+
+def mitigate_replicates(prep: Any, specs: list[Any], n_audited: int, jobs: int | None,
+                        replicates: tuple[int, int], scored: int = 0) -> tuple[float, float]:
+    """(low, high) wall seconds of ``mptool mitigate`` on randomized training (:mod:`mptool.api.mitigate_random`).
+
+    Each trained configuration (the baseline, then ``specs``) fits A(T) in this process and runs the
+    replicate engine on every core (``--jobs``), MIN to MAX replicates per record (:func:`replicate_phase`,
+    the workers started once); each retrained setting first runs its own randomness check (A(T) and
+    :func:`mptool.loo.randomness.planned_fits` refits, in this process); the baseline's ran before the plan
+    line and is in :func:`process_age`. A setting of another estimator is timed on its own (1 CPU s of fits),
+    one of the baseline's estimator takes the baseline's timing. Release settings reuse the baseline's
+    replicates with no fit (:func:`mptool.loo.replicates.redecided`): nothing to add."""
+    from mptool.inputs.prepare import respecified
+
+    T, seed, workers = prep.train, prep.spec.seed, resolve_jobs(jobs)
+    base = time_fit(prep.template, T, seed, prep.classes, one_thread=True)
+    lo = hi = process_age()
+    for i, spec in enumerate([None, *specs]):
+        sub = prep if spec is None else respecified(prep, spec)
+        fit = base if spec is None or spec.model.estimator == prep.spec.model.estimator else time_fit(
+            sub.template, T, seed, prep.classes, 1.0, one_thread=True)
+        check = 0 if spec is None else 1 + planned_fits(sub.template)
+        phase = replicate_phase(fit, T.n, n_audited, replicates, workers, start=i == 0)
+        lo += (check + 1) * fit.main_seconds + phase.seconds
+        hi += (check + 1) * fit.main_seconds + (phase.seconds_high or phase.seconds)
+    extra = scoring_seconds(prep, base.model, scored)
+    return lo + extra, hi + extra

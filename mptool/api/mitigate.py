@@ -442,14 +442,14 @@ def plan_line(prep: Prepared, settings: list[Setting], n_audited: int, removal: 
         lo, hi = reps
         line = (f"{line}; training is randomized ({prep.randomness.sources}): each trained setting is audited "
                 f"with {lo}-{hi} replicates per record instead, {lo * (n_audited + 1):,} to "
-                f"{hi * (n_audited + 1):,} fits each")
+                f"{hi * (n_audited + 1):,} fits each (how many a record needs is known only as the run decides it)")
     if options is not None:
         from mptool.api.costs import duration, mitigate_seconds
 
         lo, hi = mitigate_seconds(prep, [s.spec for s in trained], n_audited, options.jobs,
                                   sample=options.sample is not None, removal_steps=removal_budget(options, prep.train.n)
-                                  if removal else 0, backend=options.backend, scored=1 + len(settings))
-        lo, hi = lo * reps[0], hi * reps[1]  # replicates: that many fits per record and setting (roughly)
+                                  if removal else 0, backend=options.backend, scored=1 + len(settings),
+                                  replicates=reps if randomized.is_randomized(prep) else None)
         span = duration(lo) if hi <= lo else f"{duration(lo)} to {duration(hi)}"
         line += f"; about {span} on this machine as loaded now"
     return line, fits

@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from mptool.api.costs import ExactTime, FitTime, pdtp_cost, time_exact, time_fit, will_randomize
+from mptool.api.costs import (
+    ExactTime,
+    FitTime,
+    max_timed_fits,
+    pdtp_cost,
+    time_exact,
+    time_fit,
+    will_randomize,
+)
 from mptool.api.pdtp import PdtpOptions, select_positions
 from mptool.attacks import DEFAULT_SHADOW_POOL
 from mptool.attacks.plan import Needs, count_fits, resolve_candidates
@@ -26,8 +34,10 @@ from mptool.inputs.models import column_uses
 from mptool.inputs.prepare import Prepared, prepare
 from mptool.inputs.spec import Spec
 from mptool.loo import RefitEngine, check_before_work, engine_reasons, select_engine
+from mptool.loo.replicates import DEFAULT_MAX, DEFAULT_MIN
 from mptool.privacy.release import gate_policy, measured_note
 from mptool.privacy.stability import stability_bound
+from mptool.runtime import ui
 from mptool.runtime.parallel import parallel_seconds, resolve_jobs
 
 #: ``mptool attack``'s default options (every attack, a shadow pool of DEFAULT_SHADOW_POOL): the attack estimate.
@@ -77,6 +87,10 @@ def _commands(prep: Prepared, engine: Any, fit: FitTime, exact: ExactTime | None
     cost = pdtp_cost(prep.template, engine, fit, prep.train.n, n, jobs, exact=exact, randomized=randomized,
                      read_s=read_s, auto=auto)
     detail = f"{cost.describe()}; {n} records"
+    if randomized:  # what no dry run can know: how many looks each record needs before it is decided
+        lo, hi = DEFAULT_MIN, DEFAULT_MAX
+        detail += (f"; the range: every record decided at the first look ({lo} replicates) to every record at the "
+                   f"last ({hi}); how many each needs is known only as the run decides it")
     out = [CommandPlan("pdtp", "replicates" if randomized else engine.name, cost.fits, cost.seconds, detail,
                        cost.seconds_high)]
     first, later = (pdtp_cost(prep.template, engine, fit, prep.train.n, prep.train.n, jobs, exact=exact, auto=False,
@@ -115,24 +129,40 @@ def attack_plan(prep: Prepared, engine: str, exact: bool, fit: FitTime, jobs: in
 
 def check_plan(
     data: Any, spec: Spec, engine: str = "auto", allow_import: tuple[str, ...] = (), jobs: int | None = 1,
-    records: list[int] | None = None, sample: int | None = None, startup_s: float = 0.0,
+    records: list[int] | None = None, sample: int | None = None, startup_s: float = 0.0, progress: Any = None,
 ) -> CheckPlan:
     """Validate ``spec`` against ``data`` as a run would, and work out the plan of each command.
 
     ``startup_s``: seconds the command took to start (``mptool check`` passes its own, which
-    ``pdtp`` pays too); added to the time of reading the data as the first phase."""
+    ``pdtp`` pays too); added to the time of reading the data as the first phase. ``progress(total,
+    label)`` (as :func:`mptool.runtime.ui.progress`) reports the check's own phases: reading the data,
+    the timed fits, the timed leave-one-out of an exact engine, the randomness refit."""
+    phase = progress or (lambda n, label: ui.progress(n, label, quiet=True))  # an API caller: no lines
     t_read = time.perf_counter()
-    prep = prepare(data, spec, allow_import)
+    with phase(1, "check: reading the data and the spec") as advance:
+        prep = prepare(data, spec, allow_import)
+        advance(1)
     read_s = startup_s + time.perf_counter() - t_read
     positions = select_positions(prep, records, sample)
     chosen = select_engine(engine, spec, prep.template)
     reasons = engine_reasons(spec, prep.template) if engine != "refit" else []
     refit = isinstance(chosen, RefitEngine)
     detects = refit and engine == "auto"  # the randomness check's first refit runs on the largest timed subset
-    fit = time_fit(prep.template, prep.train, spec.seed, prep.classes, full=not refit, reserve=int(detects))
+    timing = max_timed_fits(prep.template, prep.train.n, not refit)
+    with phase(timing, "check: timing fits of A(T) on subsets of T") as advance:
+        fit = time_fit(prep.template, prep.train, spec.seed, prep.classes, full=not refit, reserve=int(detects),
+                       one_thread=refit, advance=advance)
     check_before_work(chosen, prep.template, prep.train, prep.classes, positions)  # pdtp refuses the same, first
-    exact = None if refit else time_exact(chosen, spec, prep.template, fit, prep.classes, prep.train.n, spec.seed)
-    randomized = detects and will_randomize(prep.template, fit, prep.classes, spec.seed)
+    exact = None
+    if not refit:
+        with phase(1, f"check: timing the leave-one-out ({chosen.name}) on records of T") as advance:
+            exact = time_exact(chosen, spec, prep.template, fit, prep.classes, prep.train.n, spec.seed)
+            advance(1)
+    randomized = False
+    if detects:
+        with phase(1, "check: randomness (a refit with another seed)") as advance:
+            randomized = will_randomize(prep.template, fit, prep.classes, spec.seed)
+            advance(1)
     T = prep.train
     labels, counts = np.unique(T.y.astype(str), return_counts=True)
     order = {str(c): c for c in prep.classes}

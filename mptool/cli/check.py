@@ -86,16 +86,19 @@ def check(
     engine and why the others refuse, the DTP upper bound that applies, and for each command
     the number of model fits and an estimated time from timing a few fits. Writes nothing.
     """
-    from mptool.api.costs import process_age
-    from mptool.api.plan import check_plan
-    from mptool.inputs.spec import load_spec
-    from mptool.runtime.parallel import resolve_jobs
+    with ui.progress(1, "check: starting (importing pandas, scikit-learn, mptool)", steps=False) as advance:
+        from mptool.api.costs import process_age
+        from mptool.api.plan import check_plan
+        from mptool.inputs.spec import load_spec
+        from mptool.runtime.parallel import resolve_jobs
+
+        advance(1)  # 2 s idle, 12 s at load 10 (2 cores): a line after 5 s
 
     flags.check_run_flags(jobs=jobs, scheduler=None, seed=seed, bin_size=None, allow_import=allow_import)
     flags.check_pdtp_flags(threshold=1.0, train_size=train_size, sample=sample)
     spec = load_spec(model, {"data.train_size": train_size, "seed": seed})
     plan = check_plan(data, spec, engine, tuple(allow_import or ()), jobs or None, parse_rows(records), sample,
-                      process_age())
+                      process_age(), lambda n, label: ui.progress(n, label, steps=False))  # a line after 5 s
     for note in plan.notes:
         ui.warn(note)
     print_plan(plan, resolve_jobs(jobs or None))
