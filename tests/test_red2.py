@@ -66,3 +66,105 @@ def test_diff_refuses_a_run_b_stopped_by_fail_fast(tmp_path: Path, monkeypatch: 
     assert run_cli("diff", rb, ra, "-q").code == 0
     full = _signed(tmp_path / "full", [("r0", 4.6, "True"), ("r1", 4.5, "True"), ("r2", 0.4, "False")])
     assert run_cli("diff", b, full, "-q").code == 1  # r1: undecided -> above is new
+
+
+# --------------------------------------------- red2-2: the report of a pdtp.json whose stop or ending is damaged
+
+
+@pytest.fixture(scope="module")
+def ended(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two replicate ``--fail-fast`` runs as tests/test_ff2.py makes them: a stop (``--budget 100``) and a
+    spent budget that leaves records unevaluated (``--budget 40``: empty estimates, violation undecided)."""
+    import numpy as np
+    from conftest import write_spec
+
+    from mptool.inputs.known_answer import ESTIMATOR, MODULE, known_frame
+
+    d = tmp_path_factory.mktemp("red2")
+    df, kind = known_frame(0)
+    nulls, large = np.nonzero(kind == "null")[0], np.nonzero(kind == "large")[0]
+    df.iloc[[*nulls[:6], *large, *nulls[6:]]].reset_index(drop=True).to_csv(d / "d.csv", index=False)
+    spec = write_spec(d / "s.yaml", ESTIMATOR, model={"params": {"weight_feature": 1, "noise": 1.0, "memorise": 6.0},
+                                                      "preprocess": "none"})
+    out = {}
+    for name, budget in (("stop", "100"), ("budget", "40")):
+        res = run_cli("pdtp", d / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", d / name, "--jobs", "1",
+                      "--replicates", "4:8", "--fail-fast", "--order", "row", "--budget", budget, "-q")
+        assert res.code == 1, res.stderr
+        out[name] = d / name
+    return out
+
+
+def _edited(run: Path, to: Path, change: Any) -> Path:
+    """A copy of ``run`` whose pdtp.json summary ``change`` edits (pdtp.csv unchanged)."""
+    import shutil
+
+    shutil.copytree(run, to)
+    doc = json.loads((to / "pdtp.json").read_text())
+    change(doc["summary"])
+    (to / "pdtp.json").write_text(json.dumps(doc))
+    return to
+
+
+def _spend(s: dict[str, Any]) -> dict[str, Any]:
+    return s["replicates"]["fail_fast_spending"]
+
+
+def _hide_stop(s: dict[str, Any]) -> None:
+    del s["stopped"]
+    _spend(s)["stopped_by"] = None
+    s["complete"] = True
+
+
+EDITS = {  # name: (run, edit, the field the refusal names)
+    "stop hidden, ended says stop": ("stop", _hide_stop, "summary.replicates.fail_fast_spending.ended"),
+    "ended not a string": ("stop", lambda s: _spend(s).update(ended=42), "summary.replicates.fail_fast_spending.ended"),
+    "ended complete after a stop": ("stop", lambda s: _spend(s).update(ended="complete"),
+                                    "summary.replicates.fail_fast_spending.ended"),
+    "ended unknown": ("stop", lambda s: _spend(s).update(ended="<b>done</b>"),
+                      "summary.replicates.fail_fast_spending.ended"),
+    "stopped without its row": ("stop", lambda s: s.update(stopped={"reason": "fail-fast"}), "summary.stopped"),
+    "stopped not an object": ("stop", lambda s: s.update(stopped="yes"), "summary.stopped"),
+    "spending not an object": ("stop", lambda s: s["replicates"].update(fail_fast_spending=[1]),
+                               "summary.replicates.fail_fast_spending"),
+    "spending without its split": ("stop", lambda s: _spend(s).pop("screen_alpha"),
+                                   "summary.replicates.fail_fast_spending"),
+    "stopped_by unknown": ("stop", lambda s: _spend(s).update(stopped_by="me"),
+                           "summary.replicates.fail_fast_spending"),
+    "unevaluated records, ended complete": (
+        "budget", lambda s: (s["replicates"].update(budget_exhausted=False), _spend(s).update(ended="complete")),
+        "summary.replicates.budget_exhausted"),
+    "unevaluated records, no ended (older run), budget not spent": (
+        "budget", lambda s: (s["replicates"].update(budget_exhausted=False), _spend(s).pop("ended")),
+        "summary.replicates.budget_exhausted"),
+}
+
+
+@pytest.mark.parametrize("case", list(EDITS))
+def test_report_refuses_a_damaged_stop_or_ending(ended: dict[str, Path], tmp_path: Path, case: str) -> None:
+    """Before the fix each report exited 0 and said "ended complete: no stop, every record evaluated" (a stop or
+    unevaluated records in pdtp.csv notwithstanding), or dropped the stop from "The verdict rests on" and the
+    summary rows (a damaged block was skipped without a word)."""
+    run, change, field = EDITS[case]
+    copy = _edited(ended[run], tmp_path / "run", change)
+    line = assert_refused(run_cli("report", copy, "--format", "md", "--out", "-"),
+                          [f"{copy / 'pdtp.json'}: {field}", "rerun mptool pdtp"], stdout_empty=True)
+    assert "<b>" not in line and "me " not in line and "42" not in line  # no raw value echoed
+
+
+def test_report_of_runs_as_written_and_of_an_older_run(ended: dict[str, Path], tmp_path: Path) -> None:
+    """The runs as mptool wrote them report as before; a run from before ``ended`` existed (no ``ended``, its
+    budget flag also set by the stop) still says the stop; a stop without ``fail_fast_spending`` (a replicate run
+    from before it existed) is named as a stop."""
+    for run in ended.values():
+        assert run_cli("report", run, "--format", "md", "--out", "-").code == 0
+    old = _edited(ended["stop"], tmp_path / "old", lambda s: (_spend(s).pop("ended"),
+                                                             s["replicates"].update(budget_exhausted=True)))
+    res = run_cli("report", old, "--format", "md", "--out", "-")
+    assert res.code == 0, res.stderr
+    assert "| run ended | ended by the --fail-fast stop after 80 of the --budget's 100 fits |" in res.stdout
+    assert "budget spent" not in res.stdout
+    bare = _edited(ended["stop"], tmp_path / "bare", lambda s: s["replicates"].pop("fail_fast_spending"))
+    res = run_cli("report", bare, "--format", "md", "--out", "-")
+    assert res.code == 0, res.stderr
+    assert "The verdict rests on: --fail-fast stopped at row 6 after 19 of 26." in res.stdout
