@@ -125,6 +125,8 @@ EDITS = {  # name: (run, edit, the field the refusal names)
                       "summary.replicates.fail_fast_spending.ended"),
     "stopped without its row": ("stop", lambda s: s.update(stopped={"reason": "fail-fast"}), "summary.stopped"),
     "stopped not an object": ("stop", lambda s: s.update(stopped="yes"), "summary.stopped"),
+    "stopped after more records than reported": ("stop", lambda s: s["stopped"].update(after=26), "summary.stopped"),
+    "stopped after more records than requested": ("stop", lambda s: s["stopped"].update(of=18), "summary.stopped"),
     "spending not an object": ("stop", lambda s: s["replicates"].update(fail_fast_spending=[1]),
                                "summary.replicates.fail_fast_spending"),
     "spending without its split": ("stop", lambda s: _spend(s).pop("screen_alpha"),

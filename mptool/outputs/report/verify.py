@@ -104,17 +104,19 @@ def _whole(value: Any) -> bool:
 def check_ending(summary: dict[str, Any], unevaluated: np.ndarray, where: str) -> None:
     """InputError unless a replicate run's stop and ending read as mptool writes them (docs/randomness.md 4).
 
-    ``summary.stopped`` absent or a stop with its row, ``after`` and ``of``; ``fail_fast_spending`` absent or
-    the ``--fail-fast`` block with its split and a known ``stopped_by``, and its ``ended`` (absent in runs made
-    before it existed) the ending the stop and the budget flag give (:func:`mptool.outputs.ending.replicate_ending`);
-    records left unevaluated in pdtp.csv (``unevaluated``) only where the budget was spent. Else the report would
-    say "complete" of a stopped or budget-cut run, or leave a stop out without a word. No value is echoed.
+    ``summary.stopped`` absent or a stop with its row, ``after`` (the records pdtp.csv holds) and ``of``;
+    ``fail_fast_spending`` absent or the ``--fail-fast`` block with its split and a known ``stopped_by``, and its
+    ``ended`` (absent in runs made before it existed) the ending the stop and the budget flag give
+    (:func:`mptool.outputs.ending.replicate_ending`); records left unevaluated in pdtp.csv (``unevaluated``, one
+    entry per record) only where the budget was spent. Else the report would say "complete" of a stopped or
+    budget-cut run, or leave a stop out without a word. No value is echoed.
     """
     edited = "a result file was edited: rerun mptool pdtp"
     stopped = summary.get("stopped")
-    if stopped is not None and not (isinstance(stopped, dict) and all(_whole(stopped.get(k)) for k in
-                                                                      ("row", "after", "of"))):
-        raise InputError(f"{where}: summary.stopped is not a --fail-fast stop (row, after, of); {edited}")
+    if stopped is not None and not (isinstance(stopped, dict) and all(_whole(stopped.get(k)) for k in ("row", "of"))
+                                    and stopped.get("after") == len(unevaluated) <= stopped["of"]):
+        raise InputError(f"{where}: summary.stopped is not a --fail-fast stop (row, after: the records in pdtp.csv, "
+                         f"of); {edited}")
     spend = summary["replicates"].get("fail_fast_spending")
     if spend is not None:
         split = ("screen_alpha", "screen_records", "audit_alpha_violations", "audit_alpha_below")
