@@ -170,3 +170,34 @@ def test_report_of_runs_as_written_and_of_an_older_run(ended: dict[str, Path], t
     res = run_cli("report", bare, "--format", "md", "--out", "-")
     assert res.code == 0, res.stderr
     assert "The verdict rests on: --fail-fast stopped at row 6 after 19 of 26." in res.stdout
+
+
+# ------------------------------------------- red2-4: the report's headline of a pass over part of T
+
+
+def test_report_of_a_pass_over_part_of_t_is_not_established_as_the_verdict_line_says(tmp_path: Path) -> None:
+    """A pass of records chosen with ``--records`` or of a ``--sample``: mptool pdtp's verdict line reads "DTP-1
+    not established (no violation among the 6 ...; audit every record for a verdict)"; the report (the CI step
+    summary) headlined ":green_circle: DTP-1 holds" and "run ended complete: every record evaluated" (replicate
+    engine and exact engine alike). Now it says what the verdict line says, with the white circle."""
+    from mptool.outputs.report.context import replicate_verdict, verdict_block
+    from mptool.outputs.report.loader import ReportInputs
+
+    base = {"verdict": "pass", "threshold": 1.0, "max": 0.07, "violations": 0, "n": 6, "n_train": 26}
+    rep = {**base, "undecided": 0, "decided_below": 6, "replicates": {"error_control": "bh", "confidence": 0.95,
+                                                                     "fits": 56}}
+    cases = {
+        "--records": ({}, "DTP-1 not established (no violation among the 6 records given with --records, of 26 in T; "
+                          "audit every record for a verdict)"),
+        "--sample": ({"sample": {"k": 6, "n_train": 26, "fraction_upper_95": 0.393}},
+                     "DTP-1 not established (no violation among 6 sampled records of 26; with 95% confidence at most "
+                     "39.3% of T is above the threshold; audit every record for a verdict)"),
+    }
+    for extra, head in cases.values():
+        for block in (replicate_verdict({**rep, **extra}), verdict_block(ReportInputs(tmp_path,
+                                                                                      pdtp_summary={**base, **extra}))):
+            assert block["headline"] == head and block["status"] == "unknown"
+            assert block["exit_code"] == 0 and "holds" not in block["headline"]
+    for full in (replicate_verdict({**rep, "n": 26}), verdict_block(ReportInputs(tmp_path, pdtp_summary={
+            **base, "n": 26}))):  # every record of T: as before
+        assert full["headline"] == "DTP-1 holds" and full["status"] == "pass"
