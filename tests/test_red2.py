@@ -201,3 +201,21 @@ def test_report_of_a_pass_over_part_of_t_is_not_established_as_the_verdict_line_
     for full in (replicate_verdict({**rep, "n": 26}), verdict_block(ReportInputs(tmp_path, pdtp_summary={
             **base, "n": 26}))):  # every record of T: as before
         assert full["headline"] == "DTP-1 holds" and full["status"] == "pass"
+
+
+# ------------------------------------------- red2-5: the verdict line's count after a replicate run's stop
+
+
+def test_verdict_line_after_a_replicate_stop_counts_records_not_refits() -> None:
+    """A replicate run's ``stopped.after``/``of`` count records (each takes several fits: 19 of 26 records after 80
+    fits); the verdict line said "after 19 of 26 refits" beside "80 fits", where the report and the JUnit evidence
+    say "after 19 of 26". The refit engine (one refit per record) keeps its words."""
+    from mptool.cli.pdtp import qualified_verdict
+
+    stopped = {"reason": "fail-fast", "row": 6, "after": 19, "of": 26}
+    line = "DTP-1 VIOLATED: 1 of 19 records decided above 1 beyond training randomness (...80 fits...)"
+    said = qualified_verdict({"verdict": "fail", "stopped": stopped, "replicates": {"fits": 80}}, line)
+    assert said.startswith("DTP-1 VIOLATED (stopped at the first confirmed violator, row 6, after 19 of 26 records; "
+                           "--fail-fast): 1 of 19") and "refits" not in said
+    refit = qualified_verdict({"verdict": "fail", "stopped": stopped}, "DTP-1 VIOLATED: max PDTP 2.6")
+    assert refit.startswith("DTP-1 VIOLATED (stopped at the first confirmed violator, row 6, after 19 of 26 refits; ")
