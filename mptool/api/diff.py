@@ -14,7 +14,8 @@ now and was not decided above in A (``new``); a record decided above in A and de
 undecided``, ...); a change of the estimate alone is the training randomness or more replicates,
 never a regression (only counted). Both runs must be replicate runs decided under one rule
 (threshold, ``--gate``, error control, confidence): a replicate run against a refit or exact run is
-refused, as is a ``--threshold`` other than the runs' own.
+refused, as is a ``--threshold`` other than the runs' own. A RUN_B stopped by ``--fail-fast`` is refused (its other
+records were never decided: "not worse" would be a pass nobody checked, why ``--fail-fast`` excludes ``--baseline``).
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ def diff_runs(a: PreviousRun, b: PreviousRun, threshold: float, tolerance: float
     Replicate-engine runs are compared by their decisions (:func:`diff_decisions`); a replicate run against
     another kind of run is refused (InputError, exit 2).
     """
+    if b.summary.get("stopped"):  # as --fail-fast excludes --baseline: a stop at a known violation checks no other
+        raise InputError(f"{b.path}: RUN_B was stopped by --fail-fast (summary.stopped): the records after its stop "
+                         "were not evaluated or decided, so it cannot be shown not worse than RUN_A; compare runs "
+                         "made without --fail-fast")
     b_decides = isinstance(b.summary.get("replicates"), dict)
     check_decisions_baseline(a, b_decides, "RUN_A", rule_of(b.summary) if b_decides else None)
     if b_decides:

@@ -15,7 +15,8 @@ from mptool.runtime.errors import EXIT_FINDING, EXIT_OK
 DIFF_EXIT_HELP = (
     "Exit codes: 0 = B is not worse than A; 1 = B is worse (a new violation, or a violation whose PDTP rose by "
     "more than --tolerance; for two replicate-engine runs: a record decided above now and not in A); 2 = bad "
-    "input or usage (runs of other data or spec, unreadable results, a replicate run against another engine's); "
+    "input or usage (runs of other data or spec, unreadable results, a replicate run against another engine's, a RUN_B "
+    "stopped by --fail-fast); "
     "3 = unexpected internal error."
 )
 

@@ -139,7 +139,8 @@ def qualified_verdict(summary: dict, line: str) -> str:
         return line.replace(
             "DTP-1 VIOLATED",
             f"DTP-1 VIOLATED (stopped at the first confirmed violator, row {stopped['row']}, after "
-            f"{stopped['after']} of {stopped['of']} refits; --fail-fast)",
+            f"{stopped['after']} of {stopped['of']} {'records' if summary.get('replicates') else 'refits'}; "
+            "--fail-fast)",  # the replicate engine fits each record several times: 'after' counts records
             1,
         )
     if summary.get("verdict") == "undecided" and sample and sample["k"] < sample["n_train"]:

@@ -89,3 +89,27 @@ def verdict_rests_on(summary: dict[str, Any]) -> list[str]:
         how = f" ({stop_words(spend)}; {ending_words(summary)})" if spend else ""  # the replicate engine
         lines.append(f"--fail-fast stopped at row {stopped['row']} after {stopped['after']} of {stopped['of']}{how}")
     return lines
+
+
+def partial_pass(summary: dict[str, Any]) -> str | None:
+    """The headline of a pass that covers only part of T, as ``mptool pdtp``'s verdict line words it
+    (:func:`mptool.cli.pdtp.qualified_verdict`): records chosen with ``--records``, or a ``--sample`` with the 95%
+    upper bound on the fraction of T above the threshold. None for any other run (a fail, or every record of T).
+    """
+    if summary.get("verdict") != "pass":
+        return None
+    sample, n, n_train = summary.get("sample"), summary.get("n"), summary.get("n_train")
+    whole = (int, float)
+    if isinstance(sample, dict) and isinstance(sample.get("k"), whole) and isinstance(sample.get("n_train"), whole):
+        if sample["k"] >= sample["n_train"]:
+            return None
+        frac = sample.get("fraction_upper_95")
+        pct = 100.0 * float(frac) if isinstance(frac, whole) else None
+        bound = ("no bound" if pct is None else "with 95% confidence at most "
+                 f"{f'{pct:.1f}%' if pct >= 0.1 or pct == 0 else f'{pct:.2g}%'} of T is above the threshold")
+        return (f"DTP-1 not established (no violation among {sample['k']} sampled records of {sample['n_train']}; "
+                f"{bound}; audit every record for a verdict)")
+    if not sample and isinstance(n, int) and isinstance(n_train, int) and n < n_train:
+        return (f"DTP-1 not established (no violation among the {n} records given with --records, of {n_train} in T; "
+                "audit every record for a verdict)")
+    return None

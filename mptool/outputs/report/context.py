@@ -20,7 +20,15 @@ import pandas as pd
 import yaml
 
 from mptool.outputs import formats
-from mptool.outputs.ending import BUDGET, ending_words, fail_fast_split, replicate_ending, stop_words, verdict_rests_on
+from mptool.outputs.ending import (
+    BUDGET,
+    ending_words,
+    fail_fast_split,
+    partial_pass,
+    replicate_ending,
+    stop_words,
+    verdict_rests_on,
+)
 from mptool.outputs.report.attribute import attribute_block
 from mptool.outputs.report.loader import (
     PRODUCER,
@@ -146,8 +154,10 @@ def replicate_verdict(s: dict[str, Any]) -> dict[str, Any]:
         "pass": "Every audited record's influence is established below the threshold beyond the training randomness.",
     }.get(str(verdict), "Undecided records could not be checked (fail closed): more replicates (--replicates) "
           "or a --budget may decide them; they are listed with violation = undecided.")
-    return {"status": {"fail": "fail", "pass": "pass"}.get(str(verdict), "unknown"), "headline": head,
-            "detail": detail, "advice": advice, "exit_code": code}
+    status = {"fail": "fail", "pass": "pass"}.get(str(verdict), "unknown")
+    if partial_pass(s):  # a pass over part of T: what pdtp's verdict line says (not "holds")
+        status, head = "unknown", str(partial_pass(s))
+    return {"status": status, "headline": head, "detail": detail, "advice": advice, "exit_code": code}
 
 
 def rests_on(s: dict[str, Any]) -> str:
@@ -204,6 +214,7 @@ def verdict_block(inputs: ReportInputs) -> dict[str, Any]:
         head = "DTP-1 VIOLATED" if failed else "DTP-1 holds"
         if failed and label.startswith("pass-with"):
             head += f"; the gate passed only through excused records ({label})"
+        partial = partial_pass(s)  # a pass over part of T: what pdtp's verdict line says
         detail = (
             f"max PDTP {fmt(s.get('max'))} {'>' if failed else '≤'} threshold {fmt(s.get('threshold'), 2)}; "
             f"{fmt(s.get('violations'), None)} of {fmt(s.get('n'), None)} records above the threshold. "
@@ -215,8 +226,8 @@ def verdict_block(inputs: ReportInputs) -> dict[str, Any]:
             else "No audited record's PDTP exceeds the threshold (PDTP is a lower bound of DTP)."
         )
         return {
-            "status": "fail" if failed else "pass",
-            "headline": head,
+            "status": "unknown" if partial else "fail" if failed else "pass",
+            "headline": partial or head,
             "detail": detail,
             "advice": advice,
             "exit_code": code,

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mptool.outputs.ending import BUDGET, COMPLETE, STOP, replicate_ending
 from mptool.runtime.errors import InputError
 
 #: Relative tolerance of the summary's max against the records' max (both written from the same floats;
@@ -96,6 +97,44 @@ def gate_recomputed(table: pd.DataFrame, threshold: float, replicates: bool = Fa
             "waived": int((waived & violating).sum()), "counted": int(counted.sum())}
 
 
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_ending(summary: dict[str, Any], unevaluated: np.ndarray, where: str) -> None:
+    """InputError unless a replicate run's stop and ending read as mptool writes them (docs/randomness.md 4).
+
+    ``summary.stopped`` absent or a stop with its row, ``after`` (the records pdtp.csv holds) and ``of``;
+    ``fail_fast_spending`` absent or the ``--fail-fast`` block with its split and a known ``stopped_by``, and its
+    ``ended`` (absent in runs made before it existed) the ending the stop and the budget flag give
+    (:func:`mptool.outputs.ending.replicate_ending`); records left unevaluated in pdtp.csv (``unevaluated``, one
+    entry per record) only where the budget was spent. Else the report would say "complete" of a stopped or
+    budget-cut run, or leave a stop out without a word. No value is echoed.
+    """
+    edited = "a result file was edited: rerun mptool pdtp"
+    stopped = summary.get("stopped")
+    if stopped is not None and not (isinstance(stopped, dict) and all(_whole(stopped.get(k)) for k in ("row", "of"))
+                                    and stopped.get("after") == len(unevaluated) <= stopped["of"]):
+        raise InputError(f"{where}: summary.stopped is not a --fail-fast stop (row, after: the records in pdtp.csv, "
+                         f"of); {edited}")
+    spend = summary["replicates"].get("fail_fast_spending")
+    if spend is not None:
+        split = ("screen_alpha", "screen_records", "audit_alpha_violations", "audit_alpha_below")
+        if (not isinstance(spend, dict) or any(_number(spend.get(k)) is None for k in split)
+                or spend.get("stopped_by") not in (None, "screen", "audit")
+                or (spend.get("stopped_by") is not None and _number(spend.get("level")) is None)
+                or (spend.get("stopped_by") == "screen" and not _whole(spend.get("position")))):
+            raise InputError(f"{where}: summary.replicates.fail_fast_spending is not the --fail-fast block mptool "
+                             f"writes; {edited}")
+        said = spend.get("ended", replicate_ending(summary))
+        if said not in (STOP, BUDGET, COMPLETE) or said != replicate_ending(summary):
+            raise InputError(f"{where}: summary.replicates.fail_fast_spending.ended is not how summary.stopped and "
+                             f"summary.replicates.budget_exhausted say the run ended; {edited}")
+    if unevaluated.any() and replicate_ending(summary) != BUDGET:
+        raise InputError(f"{where}: summary.replicates.budget_exhausted does not say a spent --budget, yet pdtp.csv "
+                         f"has records left unevaluated (no estimate); {edited}")
+
+
 def verify_pdtp(table: pd.DataFrame | None, summary: dict[str, Any] | None, where: str) -> list[str]:
     """Check pdtp.json's summary against pdtp.csv; InputError on any disagreement, else notes (if unverifiable)."""
     replicates = isinstance(summary, dict) and isinstance(summary.get("replicates"), dict)
@@ -106,6 +145,9 @@ def verify_pdtp(table: pd.DataFrame | None, summary: dict[str, Any] | None, wher
     decided = decisions_recomputed(table, where) if replicates else None
     open_ = (table["violation"].astype(str).str.strip().str.lower() == "undecided").to_numpy() if replicates else None
     got = recomputed(table, summary, where, open_)
+    if replicates:
+        empty = pd.to_numeric(table["pdtp"], errors="coerce").isna().to_numpy() if "pdtp" in table else open_
+        check_ending(summary, open_ & empty, where)
     said = {"verdict": summary.get("verdict"), "violations": summary.get("violations"), "n": summary.get("n")}
     if decided is not None:  # decided violations, not estimates above the threshold (docs/randomness.md)
         got |= decided
