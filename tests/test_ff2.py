@@ -166,11 +166,12 @@ def test_diff_of_decisions_counts_changes_and_ignores_estimate_moves() -> None:
     s, c = out.summary, out.summary["counts"]
     assert s["compares"] == "decisions" and s["verdict"] == "worse" and out.worse
     assert {k: c[k] for k in ("new", "worse", "unchanged", "fixed", "absent", "only_in_a", "only_in_b")} == {
-        "new": 2, "worse": 0, "unchanged": 1, "fixed": 1, "absent": 1, "only_in_a": 1, "only_in_b": 1}
+        "new": 2, "worse": 1, "unchanged": 1, "fixed": 1, "absent": 1, "only_in_a": 1, "only_in_b": 1}
     assert c["transitions"] == {"above -> below": 1, "above -> undecided": 1, "absent -> above": 1,
                                 "below -> undecided": 1, "undecided -> above": 1}
     assert c["changed"] == 5 and c["estimate_changed"] == 5  # r0, r1, r3, r4, r5 moved by more than 0.05
     assert [r["key"] for r in out.records["new"]] == ["r3", "r7"]
+    assert [(r["key"], r["note"]) for r in out.records["worse"]] == [("r2", "below -> undecided")]  # could not check
     assert [r["key"] for r in out.records["fixed"]] == ["r0"] and [r["key"] for r in out.records["absent"]] == ["r6"]
     assert [(r["key"], r["note"]) for r in out.records["changed"]] == [
         ("r7", "absent -> above"), ("r3", "undecided -> above"), ("r4", "above -> undecided"),
@@ -179,7 +180,8 @@ def test_diff_of_decisions_counts_changes_and_ignores_estimate_moves() -> None:
                       "decided_below": 1, "undecided": 2}  # rel: a float mean
     line = summary_line(out)
     assert line.startswith("mptool diff (decisions beyond training randomness): WORSE: decided above 4 -> 3 "
-                           "(2 new, 1 fixed, 1 unchanged), decided below 1 -> 1, undecided 2 -> 3; 5 decision(s) "
+                           "(2 new, 1 fixed, 1 unchanged), 1 no longer decided below (undecided now), "
+                           "decided below 1 -> 1, undecided 2 -> 3; 5 decision(s) "
                            "changed (above -> below 1, above -> undecided 1, absent -> above 1, below -> undecided 1, "
                            "undecided -> above 1)")
     assert "5 estimate(s) moved by more than 0.05 (not a regression on their own" in line
@@ -312,3 +314,19 @@ def test_junit_files_with_run_notes_follow_the_schema(runs: dict[str, Path]) -> 
     for run in runs.values():
         schema.validate(run / "junit.xml")
         assert len(_case(run).findall("system-out")) == 1
+
+
+def test_diff_of_decisions_a_record_no_longer_decided_below_is_worse() -> None:
+    """Below in A, undecided in B (a spent budget, fewer replicates): B cannot show it below the threshold any
+    more, so the diff is WORSE (exit 1), as the baseline gate fails undecided records; a new record left
+    undecided too. A record undecided in both, or above in A and undecided now, is not worse by itself."""
+    a = _run_of("A", [("r0", 0.2, "False"), ("r1", 0.5, "undecided"), ("r2", 2.0, "True")])
+    b = _run_of("B", [("r0", 0.6, "undecided"), ("r1", 0.7, "undecided"), ("r2", 1.5, "undecided")])
+    out = diff_runs(a, b, 1.0, 0.05)
+    assert out.worse and out.summary["counts"]["worse"] == 1 and out.summary["counts"]["new"] == 0
+    assert [(r["key"], r["note"]) for r in out.records["worse"]] == [("r0", "below -> undecided")]
+    fresh = _run_of("B", [("r0", 0.2, "False"), ("r1", 0.5, "undecided"), ("r2", 2.0, "True"),
+                          ("r9", 0.4, "undecided")])
+    assert diff_runs(a, fresh, 1.0, 0.05).summary["counts"]["worse"] == 1  # absent -> undecided
+    same = _run_of("B", [("r0", 0.2, "False"), ("r1", 0.9, "undecided"), ("r2", 1.1, "undecided")])
+    assert not diff_runs(a, same, 1.0, 0.05).worse

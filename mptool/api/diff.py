@@ -9,13 +9,16 @@ so a cron job's "worse than last time" and a CI gate agree.
 Two replicate-engine runs (randomized training, docs/randomness.md) are compared by their
 *decisions* (``violation``: True, False, undecided), as ``--baseline`` compares them
 (:func:`mptool.api.baseline.classify_decisions`): B is worse than A when a record is decided above
-now and was not decided above in A (``new``); a record decided above in A and decided below now is
-``fixed``. Every change of a record's decision is listed and counted by transition (``above ->
-undecided``, ...); a change of the estimate alone is the training randomness or more replicates,
-never a regression (only counted). Both runs must be replicate runs decided under one rule
-(threshold, ``--gate``, error control, confidence): a replicate run against a refit or exact run is
-refused, as is a ``--threshold`` other than the runs' own. A RUN_B stopped by ``--fail-fast`` is refused (its other
-records were never decided: "not worse" would be a pass nobody checked, why ``--fail-fast`` excludes ``--baseline``).
+now and was not decided above in A (``new``), or is undecided now where A decided it below or did
+not have it (``worse``: it can no longer be shown below the threshold, and "could not check" is
+never a pass); a record decided above in A and decided below now is ``fixed``. Every change of a
+record's decision is listed and counted by transition (``above -> undecided``, ...); a change of
+the estimate alone is the training randomness or more replicates, never a regression (only
+counted). Both runs must be replicate runs decided under one rule (threshold, ``--gate``, error
+control, confidence): a replicate run against a refit or exact run is refused, as is a
+``--threshold`` other than the runs' own. A RUN_B stopped by ``--fail-fast`` is refused (its other
+records were never decided: "not worse" would be a pass nobody checked, why ``--fail-fast``
+excludes ``--baseline``).
 """
 
 from __future__ import annotations
@@ -180,9 +183,12 @@ def diff_decisions(a: PreviousRun, b: PreviousRun, threshold: float, tolerance: 
         transitions[f"{x} -> {y}"] = transitions.get(f"{x} -> {y}", 0) + 1
     delta = (now["pdtp"] - now["before"]).abs().to_numpy()
     records = {kind: _decision_rows(now[now["status"] == kind]) for kind in ("new", "unchanged", "fixed")}
-    records["worse"] = []
+    lost = (now_said == "undecided") & np.isin(was, ["below", "absent"])  # no longer shown below the threshold
+    worse = now[lost].sort_values(["pdtp", "row"], ascending=[False, True])
+    records["worse"] = _decision_rows(worse)
     records["changed"] = _decision_rows(changed)
-    counts = {**{kind: int((now["status"] == kind).sum()) for kind in ("new", "unchanged", "fixed")}, "worse": 0,
+    counts = {**{kind: int((now["status"] == kind).sum()) for kind in ("new", "unchanged", "fixed")},
+              "worse": int(lost.sum()),
               "changed": len(changed), "transitions": dict(sorted(transitions.items())),
               "estimate_changed": int((delta > tolerance).sum())}
     head = {"compares": "decisions", "threshold": threshold, "tolerance": tolerance}
@@ -205,7 +211,8 @@ def decision_summary_line(outcome: DiffOutcome) -> str:
     return (
         f"mptool diff (decisions beyond training randomness): {'WORSE' if outcome.worse else 'not worse'}: "
         f"decided above {a['violations']} -> {b['violations']} ({c['new']} new, {c['fixed']} fixed, "
-        f"{c['unchanged']} unchanged), decided below {a['decided_below']} -> {b['decided_below']}, undecided "
+        f"{c['unchanged']} unchanged), {c['worse']} no longer decided below (undecided now), "
+        f"decided below {a['decided_below']} -> {b['decided_below']}, undecided "
         f"{a['undecided']} -> {b['undecided']}; {c['changed']} decision(s) changed ({moves}); max estimate "
         f"{a['max']:.4f} -> {b['max']:.4f}, {c['estimate_changed']} estimate(s) moved by more than "
         f"{s['tolerance']:g} (not a regression on their own; threshold {s['threshold']:g})"
