@@ -12,7 +12,7 @@ import io
 
 import numpy as np
 import pytest
-from conftest import run_cli, write_spec
+from conftest import FIRST_LINE_S, run_cli, write_spec
 
 from mptool.api.costs import ExactTime, FitTime, pdtp_cost, subset
 from mptool.inputs.prepare import prepare
@@ -110,6 +110,7 @@ def test_a_long_phase_prints_its_first_line_early(monkeypatch: pytest.MonkeyPatc
         def cancel(self) -> None:
             pass
 
+    monkeypatch.setattr(ui, "FIRST_LINE_S", FIRST_LINE_S)  # the shipped delay (conftest moves it out of reach)
     monkeypatch.setattr(ui.threading, "Timer", NowTimer)
     err = io.StringIO()
     monkeypatch.setattr(ui.sys, "stderr", err)
