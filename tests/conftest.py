@@ -14,9 +14,21 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import HealthCheck, settings
 
 from mptool.cli import main
 from mptool.runtime import ui
+
+#: Property tests draw the same examples on every run (a fresh seed per run made a rare failing draw a flicker),
+#: keep no example database between runs (a failure replayed from an earlier run made a run depend on its past),
+#: and never fail because drawing was slow (``too_slow`` is a wall-clock check: a loaded machine tripped it).
+#: What a test proves is unchanged: its own ``@settings`` (max_examples ...) still apply. Explore with fresh
+#: random draws by ``pytest --hypothesis-profile=explore``.
+settings.register_profile("mptool", derandomize=True, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", derandomize=False, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("mptool")  # pytest --hypothesis-profile=NAME (loaded after this file) overrides it
 
 #: The delay after which a progress phase that printed no line yet prints "running" (ui.FIRST_LINE_S), as
 #: mptool ships it. Tests of that line set it themselves; every other test runs with it out of reach.
