@@ -53,6 +53,23 @@ def _no_progress_line_from_the_clock() -> Iterator[None]:
         mp.undo()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_checkpoint_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Checkpoints signed with a key file of this test session, not the user's ~/.local/state/mptool/checkpoint.key.
+
+    Without it every run that checkpoints read (and first created) the developer's own key file: a key file
+    left with mode 0644, or a home folder that cannot be written (a CI runner), changed what the tests saw
+    (a refusal, or one more warning line). Subprocesses inherit the variable; tests that set their own
+    XDG_STATE_HOME or MPTOOL_CHECKPOINT_KEY still do.
+    """
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+    try:
+        yield
+    finally:
+        mp.undo()
+
+
 @dataclass
 class CliResult:
     code: int
