@@ -187,6 +187,9 @@ def local_cluster() -> Iterator[Any]:
             protocol="tcp",
             host="127.0.0.1",
             dashboard_address=None,
+            # no fixed port: the scheduler's HTTP server (started even without a dashboard) took :8787 by
+            # default, and another cluster on the machine (another pytest worker) made it warn and move
+            scheduler_kwargs={"dashboard_address": ":0"},
             silence_logs=40,
         ) as cluster:
             yield cluster

@@ -33,7 +33,8 @@ HANG_S = 600
 def scheduler() -> Iterator[str]:
     """The address of an in-process cluster of two one-thread workers."""
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp://",
-                                       host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
+                                       host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL,
+                                       scheduler_kwargs={"dashboard_address": ":0"})  # no fixed port (8787)
     try:
         yield cluster.scheduler_address
     finally:
