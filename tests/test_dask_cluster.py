@@ -61,6 +61,7 @@ class Cluster:
     def start(self, n_workers: int) -> None:
         self.scheduler = _start(
             ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--dashboard-address", ":0",  # its HTTP server too on a free port, not :8787
              "--scheduler-file", str(self.file)], self.d / "scheduler.log")
         for k in range(n_workers):
             self.workers.append(_start(

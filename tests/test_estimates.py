@@ -12,7 +12,7 @@ import io
 
 import numpy as np
 import pytest
-from conftest import run_cli, write_spec
+from conftest import FIRST_LINE_S, run_cli, write_spec
 
 from mptool.api.costs import ExactTime, FitTime, pdtp_cost, subset
 from mptool.inputs.prepare import prepare
@@ -110,6 +110,7 @@ def test_a_long_phase_prints_its_first_line_early(monkeypatch: pytest.MonkeyPatc
         def cancel(self) -> None:
             pass
 
+    monkeypatch.setattr(ui, "FIRST_LINE_S", FIRST_LINE_S)  # the shipped delay (conftest moves it out of reach)
     monkeypatch.setattr(ui.threading, "Timer", NowTimer)
     err = io.StringIO()
     monkeypatch.setattr(ui.sys, "stderr", err)
@@ -151,12 +152,28 @@ def test_pdtp_prints_the_randomness_check_as_a_phase(tree_prep, monkeypatch) -> 
     from mptool.runtime import ui
 
     monkeypatch.setattr(ui, "FIRST_LINE_S", 0.0)
+    # and the timer fires in this thread as it starts: a real 0 s timer's thread could be scheduled after the
+    # last of the check's quick fits (on a loaded machine), and a finished phase prints no first line
+    monkeypatch.setattr(ui.threading, "Timer", _TimerNow)
     _, csv = tree_prep
     spec = write_spec(csv.parent / "rf.yaml", "random_forest", model={"params": {"n_estimators": 3}})
     res = run_cli("pdtp", csv, "--model", spec, "--records", "0", "--replicates", "4:4", "--jobs", "1",
                   "--out", csv.parent / "out", "--force")
     assert res.code in (0, 1), res.stderr
     assert "[mptool] randomness check (A(T) refitted" in res.stderr
+
+
+class _TimerNow:
+    """threading.Timer that calls its function when started, in the caller's thread (no scheduling race)."""
+
+    def __init__(self, delay: float, fn) -> None:
+        self.fn, self.daemon = fn, False
+
+    def start(self) -> None:
+        self.fn()
+
+    def cancel(self) -> None:
+        pass
 
 
 def test_the_set_up_is_separated_from_the_cost_per_record() -> None:

@@ -92,7 +92,8 @@ REFUSED_BEFORE = {
     "gate-d-1 knn n_neighbors = |T|": ("knn", {"n_neighbors": 30}, small_csv, (),
                                        ["n_neighbors is 30", "|T| - 1 = 29 records", "at most 29"]),
     "gate-d-2 refit without the only record of a class": (
-        "sklearn.svm.SVC", {"probability": True}, one_of_a_class, ("--engine", "refit"),
+        # SGD with log loss: SVC's probability=True is deprecated in scikit-learn 1.9 and removed in 1.11
+        "sklearn.linear_model.SGDClassifier", {"loss": "log_loss"}, one_of_a_class, ("--engine", "refit"),
         ["without CSV row 17 failed", "greater than one"]),
 }
 
@@ -119,7 +120,7 @@ def without_warnings(res):
 def test_gate_d_audited_records_decide_the_refit_check(tmp_path: Path) -> None:
     """The trial refit removes an audited record: with --records that leave out the lone 'yes', pdtp runs."""
     csv = one_of_a_class(tmp_path)
-    spec = write_spec(tmp_path / "s.yaml", "sklearn.svm.SVC", model={"params": {"probability": True}})
+    spec = write_spec(tmp_path / "s.yaml", "sklearn.linear_model.SGDClassifier", model={"params": {"loss": "log_loss"}})
     res = run_cli(*pdtp_args(tmp_path, csv, spec, "--records", "0,1,2", "--engine", "refit", "-q"))
     assert res.code in (0, 1), res.stderr
 

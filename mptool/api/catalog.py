@@ -72,7 +72,8 @@ def catalogue() -> list[EstimatorRow]:
 #: What ``--allow-import`` opens, printed under the table.
 ALLOW_IMPORT_TEXT = (
     "Dotted paths: any scikit-learn classifier with predict_proba runs as model.estimator (e.g. "
-    "sklearn.svm.SVC with params {probability: true}), with the refit engine and no DTP bound. "
+    "sklearn.ensemble.GradientBoostingClassifier with params {n_estimators: 50}), with the refit engine and no DTP "
+    "bound. "
     "Classes outside sklearn need --allow-import MODULE, which runs that module's code: name only packages you trust. "
     "LightGBM (tested): model.estimator lightgbm.LGBMClassifier, --allow-import lightgbm, "
     "params {n_jobs: 1} (one thread: the same trees for any --jobs); random_state is set to the spec's seed. "

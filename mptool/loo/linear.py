@@ -43,7 +43,6 @@ from typing import Any
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
-from threadpoolctl import threadpool_limits
 
 from mptool.inputs.data import Schema
 from mptool.inputs.spec import Spec
@@ -60,7 +59,7 @@ from mptool.loo.newton import (
 )
 from mptool.loo.refit import LooFitError, loo_chunk, loo_fit_failed
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import chunk_positions, run_tasks
+from mptool.runtime.parallel import chunk_positions, one_thread, run_tasks
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,7 @@ def _newton_chunk(st: _Setup, batches: list[np.ndarray], covered: int) -> tuple[
     prob = st.opt.prob
     probs, shifts = [], []
     u_full = _raw(st, st.opt.U, np.zeros(prob.X.shape[1]))
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_thread("blas"):
         for pos in batches:
             pen_t, shift = _penalty_shift(st, pos)
             out = np.empty((len(pos), prob.n_classes))
@@ -319,7 +318,7 @@ def _setup(request: LooRequest) -> _Setup:
         pen[-1] = 0.0
     prob = Problem(np.ascontiguousarray(X), y, K, pen, icpt)
     U0 = np.hstack([est.coef_, est.intercept_[:, None]]) if icpt else np.array(est.coef_, dtype=float)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_thread("blas"):
         opt = FullOptimum.solve(prob, U0)
     stats = GroupStats.of(raw, np.zeros(T.n, dtype=np.int64), 1)
     return _Setup(opt, raw, mu, s, stats, sl, C, np.bincount(y, minlength=K))

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from mptool.inputs.data import Records
 from mptool.inputs.models import fit, proba_in
@@ -24,7 +23,7 @@ from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.screen import risk_order, screen_scores
 from mptool.runtime import signals
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import StopTasks, chunk_positions, run_tasks
+from mptool.runtime.parallel import StopTasks, chunk_positions, one_thread, run_tasks
 
 #: Checkpoint stage name of the leave-one-out chunks (``mptool.runtime.checkpoint``).
 CHECKPOINT_STAGE = "loo"
@@ -52,7 +51,7 @@ def loo_chunk(template: Any, X: pd.DataFrame, y: np.ndarray, classes: np.ndarray
     keep = np.ones(len(y), dtype=bool)
     # One BLAS thread per fit: parallelism comes from the workers, and small fits are much
     # slower when BLAS threads compete with them for the same cores.
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_thread("blas"):
         for i, t in enumerate(positions):
             signals.check()  # threading workers see the main process's interrupt here and stop
             keep[t] = False

@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from mptool.inputs.models import fit, proba_in
 from mptool.loo.base import LooRequest, LooResult
@@ -60,7 +59,7 @@ from mptool.privacy.influence import (
 from mptool.privacy.release import apply_policy
 from mptool.runtime import signals
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import chunk_positions, run_tasks
+from mptool.runtime.parallel import chunk_positions, one_thread, run_tasks
 
 #: Replicates per record by default: start with MIN, double up to MAX.
 DEFAULT_MIN, DEFAULT_MAX = 4, 32
@@ -110,7 +109,7 @@ def full_replicates(template: Any, X: pd.DataFrame, y: np.ndarray, classes: np.n
                     reps: list[int], audit: np.ndarray) -> np.ndarray:
     """p_{A_r(T)}(.|x_t) for the audited positions, one fit of T per replicate r: shape (len(reps), len(audit), k)."""
     out = np.empty((len(reps), len(audit), len(classes)))
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_thread("blas"):
         for i, r in enumerate(reps):
             signals.check()
             order = replicate_order(seed, r, len(y))
@@ -129,7 +128,7 @@ def loo_replicates(template: Any, X: pd.DataFrame, y: np.ndarray, classes: np.nd
     out = np.empty((len(pairs), len(classes)))
     n = len(y)
     seeded: dict[int, tuple[Any, np.ndarray]] = {}  # per replicate: the seeded pipeline and T's order
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_thread("blas"):
         for i, (t, r) in enumerate(pairs.tolist()):
             signals.check()
             if r not in seeded:

@@ -23,14 +23,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.pipeline import Pipeline
-from threadpoolctl import threadpool_limits
 
 from mptool.inputs.models import fit, proba_in
 from mptool.privacy.dtp import pdtp_of
 from mptool.privacy.release import measured
 from mptool.runtime import signals
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import chunk_positions, run_tasks
+from mptool.runtime.parallel import chunk_positions, one_thread, run_tasks
 
 #: Records in the floor's sample when the estimator's fit depends on row order and no
 #: ``--noise-floor K`` is given.
@@ -127,7 +126,7 @@ def moved_chunk(
     """p_{A(T')}(.|x_t) for each position t, T' = T with row t moved to the end (one fit each)."""
     out = np.empty((len(positions), len(classes)))
     n = len(y)
-    with threadpool_limits(limits=1, user_api="blas"):  # as the refit engine's fits
+    with one_thread("blas"):  # as the refit engine's fits
         for i, t in enumerate(positions):
             signals.check()
             order = np.r_[np.arange(t), np.arange(t + 1, n), t]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -49,6 +50,38 @@ DASK_ATTEMPTS = 3
 
 #: The backend opened by :func:`session` (name, Dask client), so nested calls reuse it.
 _active: dict[str, Any] = {"backend": None, "client": None, "checkpoint": None, "calls": 0}
+
+
+#: Per threadpoolctl ``user_api`` (None: every library): [blocks inside :func:`one_thread`, the limiter of the first].
+_ONE_THREAD: dict[str | None, list[Any]] = {}
+_ONE_THREAD_LOCK = threading.Lock()
+
+
+@contextmanager
+def one_thread(user_api: str | None = "blas") -> Iterator[None]:
+    """``threadpoolctl.threadpool_limits(limits=1, user_api=user_api)`` that several threads may be inside at once.
+
+    threadpoolctl's limits hold for the whole process and each block restores, on leaving, the counts
+    it saw on entering: two blocks overlapping in two threads (the threading backend, Dask's in-process
+    workers) let the first one's exit lift the limit under the second one's fits, and the second one's
+    exit left the process at one BLAS thread for good. Here the first block in sets the limit and the
+    last one out restores the counts from before the first.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with _ONE_THREAD_LOCK:
+        entry = _ONE_THREAD.setdefault(user_api, [0, None])
+        if entry[0] == 0:
+            entry[1] = threadpool_limits(limits=1, user_api=user_api)
+        entry[0] += 1
+    try:
+        yield
+    finally:
+        with _ONE_THREAD_LOCK:
+            entry[0] -= 1
+            if entry[0] == 0:
+                entry[1].restore_original_limits()
+                entry[1] = None
 
 
 def resolve_jobs(jobs: int | None) -> int:

@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from mptool.attacks import NEEDS_EVIDENCE
 from mptool.attacks import attribute as attribute_mod
@@ -32,7 +31,7 @@ from mptool.attacks.untargeted import FeatureEncoder, train_untargeted
 from mptool.inputs.options import check_synthesis_total
 from mptool.inputs.prepare import Prepared
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import resolve_jobs
+from mptool.runtime.parallel import one_thread, resolve_jobs
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class Planned:
 def plan_attack(prep: Prepared, options: AttackOptions) -> Planned:
     """Resolve |D|, check the options, then count the fits, time one fit of A and apply --budget
     (:func:`plan_work`). Refusals (InputError) come from here, before any of the protocol's work."""
-    with threadpool_limits(limits=1):
+    with one_thread(None):
         options, candidates_from = resolve_options(prep, options)
         check_options(options, prep.population.n)
         sensitive_column(prep, options)  # attribute:COLUMN checked before any work

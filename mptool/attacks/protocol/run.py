@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from threadpoolctl import threadpool_limits
-
 from mptool.attacks import synthesis as synth_mod
 from mptool.attacks.protocol.adapters import run_attacks
 from mptool.attacks.protocol.draw import draw_candidates
@@ -16,6 +14,7 @@ from mptool.attacks.protocol.score import score
 from mptool.attacks.protocol.state import AttackOptions, AttackOutcome, Progress, new_run, select_pdtp_engine
 from mptool.attacks.protocol.targets import measure_pdtp, train_targets
 from mptool.inputs.prepare import Prepared
+from mptool.runtime.parallel import one_thread
 
 
 def run_attack(
@@ -36,7 +35,7 @@ def run_attack(
     if planned is None:
         planned = plan_attack(prep, options)
         (announce or (lambda line: None))(planned.line)
-    with threadpool_limits(limits=1):
+    with one_thread(None):
         return run_phases(prep, planned, progress)
 
 
