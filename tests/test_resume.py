@@ -19,7 +19,7 @@ import pytest
 from conftest import mixed_frame, run_cli, write_spec
 from held_estimators import hold_env, wait_for_hold
 
-N = 40
+N = 20  # 8 chunks of 2 or 3 refits at --jobs 1 (was 40: twice the random-forest refits per run)
 # the noise floor (the forest may depend on row order) on 2 records, not the default 20: the phase still runs
 HELD = ("--allow-import", "held_estimators", "--noise-floor", "2")
 
