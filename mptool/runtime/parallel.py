@@ -384,29 +384,31 @@ def _dispatch_dask(
 ) -> None:
     """Run tasks ``todo`` on the open Dask client; ``shared`` is scattered to every worker once per attempt.
 
-    The tasks go to the client directly (one Dask task per task, results taken as they
-    complete), not through joblib's dask backend: that backend polls for results every 10 ms
-    in two threads and adds its own batching round trips, about twice the CPU of the work on
-    a small run (issue 25). Scattered data has no recipe: when the worker holding its last copy is lost (killed,
+    The tasks go to the client directly (one Dask task per task, twice the worker threads in
+    flight, results taken as they complete), not through joblib's dask backend: that backend
+    polls for results every 10 ms in two threads and adds its own batching round trips, about
+    twice the CPU of the work on a small run (issue 25).
+
+    Scattered data has no recipe: when the worker holding its last copy is lost (killed,
     out of memory, or after the scheduler reduced the broadcast copies to one), the tasks
     that need it are cancelled. The data is then scattered again to the workers left and
     only the tasks not finished are run again, up to :data:`DASK_ATTEMPTS` times in all.
     Tasks are pure functions of their arguments, so a rerun gives the same result.
     Whatever stops the run (an error, :class:`StopTasks`, a signal) cancels the tasks not finished.
     """
-    from distributed import as_completed
-
     client = _active["client"]
+    window = 2 * max(1, resolve_jobs(None))  # tasks in flight: twice the worker threads, as joblib pre-dispatched
     done: set[int] = set()
+
+    def record(i: int, r: Any) -> None:
+        finished(i, r)
+        done.add(i)
+
     for attempt in range(DASK_ATTEMPTS):
         futures: list[Any] = []
         try:
-            futures = [client.submit(_tagged, i, parent, fn, *args, pure=False)
-                       for i, args in _dask_args(client, tasks, [i for i in todo if i not in done], shared)]
-            for future in as_completed(futures, loop=client.loop):
-                i, r = future.result()
-                finished(i, r)
-                done.add(i)
+            calls = _dask_args(client, tasks, [i for i in todo if i not in done], shared)
+            _dask_window(client, iter(calls), window, futures, parent, fn, record)
             return
         except Exception as exc:
             if not _lost_data(exc) or signals.received() is not None or attempt + 1 == DASK_ATTEMPTS:
@@ -414,6 +416,29 @@ def _dispatch_dask(
         finally:
             with suppress(Exception):
                 client.cancel([f for f in futures if not f.done()])
+
+
+def _dask_window(client: Any, calls: Iterator[tuple[int, list[Any]]], window: int, futures: list[Any], parent: int,
+                 fn: Callable[..., Any], record: Callable[[int, Any], None]) -> None:
+    """Submit ``calls`` keeping ``window`` tasks in flight; ``record(i, result)`` as each completes.
+
+    Every future submitted is appended to ``futures`` (the caller cancels those not done).
+    """
+    from distributed import as_completed
+
+    def submit_next() -> Any:
+        nxt = next(calls, None)
+        if nxt is None:
+            return None
+        futures.append(client.submit(_tagged, nxt[0], parent, fn, *nxt[1], pure=False))
+        return futures[-1]
+
+    running = as_completed([f for f in (submit_next() for _ in range(window)) if f is not None], loop=client.loop)
+    for future in running:
+        i, r = future.result()
+        record(i, r)
+        if (nxt := submit_next()) is not None:
+            running.add(nxt)
 
 
 def _dask_args(client: Any, tasks: list[tuple[Any, ...]], left: list[int],
