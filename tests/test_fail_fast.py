@@ -56,6 +56,15 @@ def full_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFra
     return d / "all", table, summary
 
 
+@pytest.fixture(scope="module")
+def ff_run(full_run) -> tuple[Path, tuple]:
+    """The deep tree's --fail-fast audit (risk order, --jobs 1), run once for the module: its folder and
+    ``pdtp()``'s (result, table, summary). Read by the tests of the stop and of --jobs independence."""
+    d = full_run[0].parent
+    out = d / "ff"
+    return out, pdtp(d / "d.csv", d / "dt.yaml", out, "--fail-fast")
+
+
 #: The stump's records stay below this threshold (its max PDTP on the data is about 1.1).
 PASS = "2"
 
@@ -95,9 +104,9 @@ def independent_pdtp(data: Path, spec: Path, row: int) -> float:
 
 
 def test_fail_fast_stops_at_a_true_violator_and_says_the_result_is_incomplete(
-    tmp_path: Path, data: Path, deep_tree: Path, full_run
+    data: Path, deep_tree: Path, full_run, ff_run
 ) -> None:
-    res, table, summary = pdtp(data, deep_tree, tmp_path / "ff", "--fail-fast")
+    res, table, summary = ff_run[1]
     assert res.code == 1, res.stderr
     stopped = summary["stopped"]
     line = res.stdout.strip().splitlines()[-1]
@@ -131,12 +140,12 @@ def test_fail_fast_in_row_order_stops_at_the_first_violator_in_t(
     assert sorted(table["row"]) == sorted(prep.train.rows[: first + 1].tolist())
 
 
-def test_fail_fast_reports_the_same_records_for_any_jobs(tmp_path: Path, data: Path, deep_tree: Path) -> None:
-    _, one, s1 = pdtp(data, deep_tree, tmp_path / "j1", "--fail-fast")
+def test_fail_fast_reports_the_same_records_for_any_jobs(tmp_path: Path, data: Path, deep_tree: Path, ff_run) -> None:
+    j1, (_, _, s1) = ff_run
     res = run_cli("pdtp", data, "-m", deep_tree, "--out", tmp_path / "j2", "--engine", "refit", "--jobs", "2", "-q",
                   "--fail-fast")
     assert res.code == 1, res.stderr
-    assert (tmp_path / "j1" / "pdtp.csv").read_bytes() == (tmp_path / "j2" / "pdtp.csv").read_bytes()
+    assert (j1 / "pdtp.csv").read_bytes() == (tmp_path / "j2" / "pdtp.csv").read_bytes()
     s2 = json.loads((tmp_path / "j2" / "pdtp.json").read_text())["summary"]
     assert {k: v for k, v in s1["stopped"].items() if k != "refits_run"} == {
         k: v for k, v in s2["stopped"].items() if k != "refits_run"

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -129,11 +130,11 @@ def test_no_binning_no_bin_edge(tmp_path: Path, edge_case: tuple[Path, Path]) ->
 
 
 @pytest.mark.parametrize("estimator", ["knn", "decision_tree", "gaussian_nb"])
-def test_pdtp_raw_for_every_engine(tmp_path: Path, mixed_csv: Path, estimator: str) -> None:
-    """pdtp_raw is the floored, unbinned PDTP for every engine, also those with no bound."""
-    spec = write_spec(tmp_path / "s.yaml", estimator)
-    assert run_cli("pdtp", mixed_csv, "--model", spec, "--out", tmp_path / "o", "-q", "-j", "1").code in (0, 1)
-    t = pd.read_csv(tmp_path / "o" / "pdtp.csv")
+def test_pdtp_raw_for_every_engine(audit, estimator: str) -> None:
+    """pdtp_raw is the floored, unbinned PDTP for every engine, also those with no bound.
+
+    Read from the audit of 20 sampled records that the set-function test below makes too (``audit``)."""
+    _, _, t = audit(estimator, SET_PARAMS[estimator], "-q", "--sample", "20")
     assert t["pdtp_raw"].notna().all() and np.isfinite(t["pdtp_raw"]).all()
     thr = 1.0
     assert (t["bin_edge"] == ((t["pdtp"] > thr) & (t["pdtp_raw"] <= thr))).all()
@@ -156,6 +157,24 @@ def run_pdtp(tmp_path: Path, estimator: str, params: dict, *extra: str) -> tuple
     r = run_cli("pdtp", data, "--model", spec, "--out", out, "-j", "1", "--force", *refit, *extra)
     assert r.code in (0, 1), r.stderr
     return r, json.loads((out / "pdtp.json").read_text())["summary"], pd.read_csv(out / "pdtp.csv")
+
+
+@pytest.fixture(scope="module")
+def audit(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., tuple[object, dict, pd.DataFrame]]:
+    """:func:`run_pdtp` made once per (estimator, params, options) for the module: tests that read the
+    same audit share one run (results are a function of the arguments; callers do not modify them)."""
+    root = tmp_path_factory.mktemp("honest-audits")
+    done: dict[tuple, tuple[object, dict, pd.DataFrame]] = {}
+
+    def run(estimator: str, params: dict, *extra: str) -> tuple[object, dict, pd.DataFrame]:
+        key = (estimator, json.dumps(params, sort_keys=True), extra)
+        if key not in done:
+            d = root / f"run-{len(done)}"
+            d.mkdir()
+            done[key] = run_pdtp(d, estimator, params, *extra)
+        return done[key]
+
+    return run
 
 
 @pytest.mark.parametrize("solver", ["adam", "sgd"])
@@ -185,21 +204,22 @@ def test_noise_floor_does_not_depend_on_jobs(tmp_path: Path) -> None:
     assert s1["noise_floor"]["per_record"] == s2["noise_floor"]["per_record"]
 
 
-@pytest.mark.parametrize(
-    ("estimator", "params"),
-    [("categorical_nb", {}), ("gaussian_nb", {}), ("decision_tree", {}), ("knn", {"n_neighbors": 5})],
-)
+#: Estimators whose fit depends on T only as a set, and their parameters in the tests here.
+SET_PARAMS = {"categorical_nb": {}, "gaussian_nb": {}, "decision_tree": {}, "knn": {"n_neighbors": 5}}
+
+
+@pytest.mark.parametrize(("estimator", "params"), list(SET_PARAMS.items()))
 def test_set_functions_have_no_floor_by_default_and_exactly_zero_when_measured(
-    tmp_path: Path, estimator: str, params: dict
+    audit, estimator: str, params: dict
 ) -> None:
     """Counts, sorted splits and distances are exact; GaussianNB's means and variances are float sums,
     which another row order changes in the last bits (raw floor ~1e-15, binned 0). A sample of 20 of the
     60 records is audited (the default floor is 0 for any number of audited records; the measured one
     takes all 20): a third of the refits."""
-    _, s, table = run_pdtp(tmp_path, estimator, params, "-q", "--sample", "20")
+    _, s, table = audit(estimator, params, "-q", "--sample", "20")
     assert s["noise_floor"]["order_dependent"] is False and s["noise_floor"]["records"] == 0
     assert "exactly paired" in s["noise_floor"]["note"] and "above_noise_floor" not in table
-    _, s, _ = run_pdtp(tmp_path, estimator, params, "-q", "--sample", "20", "--noise-floor", "20")
+    _, s, _ = audit(estimator, params, "-q", "--sample", "20", "--noise-floor", "20")
     floor = s["noise_floor"]
     assert floor["records"] == 20 and floor["max"] == 0.0
     assert floor["raw"]["max"] < 1e-12 if estimator == "gaussian_nb" else floor["raw"]["max"] == 0.0

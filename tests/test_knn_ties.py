@@ -174,7 +174,8 @@ def loo_both(tmp_path: Path, df: pd.DataFrame, **model) -> tuple:
     ],
 )
 def test_exact_engine_equals_refit_bit_for_bit(tmp_path: Path, onehot: bool, model: dict) -> None:
-    fast, ref = loo_both(tmp_path, tied_frame(100, seed=5, onehot=onehot), **model)
+    # 50 random rows of 8 bits and 12 copies of one: ties everywhere (was 100 rows: twice the refits)
+    fast, ref = loo_both(tmp_path, tied_frame(50, seed=5, onehot=onehot), **model)
     np.testing.assert_array_equal(fast.p_full, ref.p_full)
     np.testing.assert_array_equal(fast.p_loo, ref.p_loo)
 

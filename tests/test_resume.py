@@ -19,7 +19,7 @@ import pytest
 from conftest import mixed_frame, run_cli, write_spec
 from held_estimators import hold_env, wait_for_hold
 
-N = 40
+N = 20  # 8 chunks of 2 or 3 refits at --jobs 1 (was 40: twice the random-forest refits per run)
 # the noise floor (the forest may depend on row order) on 2 records, not the default 20: the phase still runs
 HELD = ("--allow-import", "held_estimators", "--noise-floor", "2")
 
@@ -177,7 +177,8 @@ def test_reduce_dtp_interrupted_then_resumed(tmp_path: Path, monkeypatch: pytest
     csv = tmp_path / "d.csv"
     mixed_frame(16, seed=8).to_csv(csv, index=False)
     spec = write_spec(tmp_path / "dt.yaml", "decision_tree", model={"params": {"max_depth": 3}})
-    args = ["reduce-dtp", csv, "--model", spec, "--engine", "refit", "--max-removals", "2", "--jobs", "1", "-q"]
+    # 1 removal: 2 passes of 8 chunks (16 loo_chunk calls), the 10th inside the second pass (was 2: 24 calls)
+    args = ["reduce-dtp", csv, "--model", spec, "--engine", "refit", "--max-removals", "1", "--jobs", "1", "-q"]
     clean = run_cli(*args, "--out", tmp_path / "clean")
     assert clean.code in (0, 1), clean.stderr
 
