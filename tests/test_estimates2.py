@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import conftest
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
 
@@ -116,13 +117,12 @@ def test_mitigate_prices_each_settings_randomness_check(forest, monkeypatch: pyt
     assert hi == pytest.approx(2.0 + phase.seconds_high + (check + 1) * 2.0 + phase.seconds_high, rel=1e-9)
 
 
-def test_check_reports_its_own_phases(forest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """check's phases (start, reading, timing, randomness) are progress phases: a line once FIRST_LINE_S has
-    passed (here at once: the timer fires when started), none for a quick one on a normal run."""
-    _, csv = forest
-    started: list[str] = []
+def now_timer(monkeypatch: pytest.MonkeyPatch, started: list[str]) -> None:
+    """Progress timers fire when started: what FIRST_LINE_S (as shipped: conftest pushes it a day away for
+    other tests) seconds later looks like, without a sleep."""
+    monkeypatch.setattr(ui, "FIRST_LINE_S", conftest.FIRST_LINE_S)
 
-    class NowTimer:  # what FIRST_LINE_S seconds later looks like, without a sleep
+    class NowTimer:
         def __init__(self, delay: float, fn) -> None:
             assert delay == ui.FIRST_LINE_S <= 5.0
             self.fn, self.daemon = fn, False
@@ -135,6 +135,15 @@ def test_check_reports_its_own_phases(forest, monkeypatch: pytest.MonkeyPatch) -
             pass
 
     monkeypatch.setattr(ui.threading, "Timer", NowTimer)
+
+
+def test_check_reports_its_own_phases(forest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """check's phases (start, reading, timing, randomness) are progress phases: a line once FIRST_LINE_S has
+    passed (here at once: the timer fires when started), none for a quick one on a normal run."""
+    _, csv = forest
+    started: list[str] = []
+
+    now_timer(monkeypatch, started)
     spec = write_spec(csv.parent / "rf.yaml", "random_forest", model={"params": {"n_estimators": 3}})
     res = run_cli("check", csv, "--model", spec, "--sample", "5", "--jobs", "1")
     assert res.code == 0, res.stderr
@@ -159,3 +168,25 @@ def test_small_positive_measurements_are_not_taken_for_sample_weights() -> None:
     area_error = pd.Series(np.round(rng.lognormal(3.2, 0.8, 300), 2))  # median about 24, the same shape
     assert float(area_error.median()) < WEIGHT_MEDIAN and weight_reason("area error", area_error) is None
     assert weight_reason("fractal dimension error", area_error / 10_000) is None
+
+
+def test_mitigate_reports_the_plans_timed_fits_only_past_the_first_line_delay(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mitigate times fits of every setting before its plan line: a phase of its own, one step, so a line
+    only once FIRST_LINE_S has passed (here at once) and none on a quick run (a "1/1" line every run
+    would be noise)."""
+    csv = tmp_path / "m.csv"
+    mixed_frame(120).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "nb.yaml", "categorical_nb", data={"train_size": 80})
+    label = "[mptool] plan: timing fits of the settings for the estimate"
+    args = ("mitigate", csv, "--model", spec, "--jobs", "1", "--defences", "release", "--force")
+    quick = run_cli(*args, "--out", tmp_path / "a")
+    assert quick.code in (0, 1), quick.stderr
+    assert label not in quick.stderr
+    now_timer(monkeypatch, [])
+    slow = run_cli(*args, "--out", tmp_path / "b")
+    assert slow.code == quick.code, slow.stderr
+    assert f"{label}: 0/1 (0%)" in slow.stderr and f"{label}: 1/1 (100%)" in slow.stderr
+    lines = slow.stderr.splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith(label))
+    assert any(ln.startswith("plan:") for ln in lines[first:]), slow.stderr  # before the plan line

@@ -593,7 +593,9 @@ def run_mitigate(prep: Prepared, options: MitigateOptions, progress: Any,
     removal = "removal" in options.defences and fit_count(prep, 2) == 1
     if "removal" in options.defences and not removal:
         notes.append("removal: skipped: no exact engine for this estimator (reduce-dtp would refit T per step)")
-    line, fits = plan_line(prep, settings, len(positions), removal, options)
+    with progress(1, "plan: timing fits of the settings for the estimate") as advance:  # issue 30: a line past 5 s
+        line, fits = plan_line(prep, settings, len(positions), removal, options)
+        advance(1)
     on_line(line)
     t = time.perf_counter()
     base = train_and_loo(prep, positions, options, progress, "baseline")

@@ -108,7 +108,8 @@ def mitigate(
     result = run(
         data_path, spec, defences=defences, target=target, sample=sample, max_removals=max_removals, gate=gate,
         jobs=jobs or None, backend=backend, scheduler=scheduler, allow_import=tuple(allow_import or ()),
-        progress=lambda n, label: ui.progress(n, label, quiet), on_line=lambda line: ui.info(line, quiet),
+        # a one-step phase (the plan's timed fits) has no 10 % steps: a line only if it runs past 5 s
+        progress=lambda n, label: ui.progress(n, label, quiet, steps=n > 1), on_line=lambda line: ui.info(line, quiet),
         prepared=prep, replicates=replicates, error_control=error_control,
     )
     for note in result.notes[len(prep.notes):]:
