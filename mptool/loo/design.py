@@ -59,9 +59,14 @@ def distinct_rows(codes: np.ndarray, y_idx: np.ndarray) -> tuple[np.ndarray, np.
         col = np.asarray(codes[:, i], dtype=np.int64)
         k = int(col.max()) + 1 if col.size else 1
         inverse = np.asarray(pd.factorize(inverse * k + col)[0], dtype=np.int64)
+    return first_rows(inverse), inverse
+
+
+def first_rows(inverse: np.ndarray) -> np.ndarray:
+    """The first row of each group of ``inverse`` (groups numbered 0, 1, ...)."""
     first = np.full(int(inverse.max()) + 1 if inverse.size else 0, -1, dtype=np.int64)
     first[inverse[::-1]] = np.arange(len(inverse) - 1, -1, -1)
-    return first, inverse
+    return first
 
 
 # --------------------------------------------------------------------------- fixed design

@@ -253,7 +253,8 @@ def beyond_pdtp(
     got = dtp_upper(bound, request, result)
     upper = None if isinstance(got, str) else np.asarray(got, dtype=float)
     if upper is not None:  # a probability that underflowed to 0: the computed raw ratio is infinite, so is the bound
-        upper = np.where(np.isinf(raw_pdtp(result.p_full, result.p_loo)), np.inf, upper)
+        groups = result.groups if result.groups is not None and len(result.groups[1]) == len(result.p_full) else None
+        upper = np.where(np.isinf(raw_pdtp(result.p_full, result.p_loo, groups)), np.inf, upper)
     n = len(result.p_full)
     cap = max_log_ratio(bin_size)
     vacuous = np.full(n, None, dtype=object)
