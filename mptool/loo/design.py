@@ -18,12 +18,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.base import clone
-from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.inputs.memo import factorized
-from mptool.inputs.models import DomainEncoder, category_positions
+from mptool.inputs.models import ColumnTransformer, DomainEncoder, category_positions
 
 
 def class_index(y: np.ndarray, classes: np.ndarray) -> np.ndarray:

@@ -42,12 +42,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
-from sklearn.compose import ColumnTransformer
 from sklearn.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
 from sklearn.pipeline import Pipeline
 
 from mptool.inputs.dp_nb import DPCategoricalNB
-from mptool.inputs.models import DomainEncoder, proba_in
+from mptool.inputs.models import ColumnTransformer, DomainEncoder, proba_in
 from mptool.inputs.spec import Spec
 from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.bounds import pairwise_shift_bound
@@ -252,6 +251,7 @@ def categorical_state(request: LooRequest) -> CategoricalState:
             codes, y_idx, len(request.classes), np.asarray(est.min_categories), smoothing_alpha(est), est.fit_prior
         )
         first, inverse = distinct_rows(codes, y_idx)
+        codes = codes.astype(np.min_scalar_type(int(codes.max()) if codes.size else 0))  # kept: 1 byte a cell, not 8
         state = request.memo["categorical"] = CategoricalState(codes, y_idx, counts, first, inverse)
     return state
 
