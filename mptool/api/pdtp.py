@@ -408,10 +408,11 @@ def run_pdtp(
 
     bin_size = spec.output.bin_size
     t_table = time.perf_counter()
-    table = record_table(prep, positions, result.p_full, result.p_loo, options, result.groups)
-    gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
     beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
-    request.memo.clear()  # what the engine shared with the bound (T's codes): not needed past here
+    request.memo.clear()  # what the engine shared with the bound (T's codes), freed before the table: a lower peak
+    table = record_table(prep, positions, result.p_full, result.p_loo, options, result.groups)
+    result = replace(result, groups=None)  # the engine's row groups: not needed past the table (a lower peak)
+    gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
     if kept := gate_policy(spec.output.release, len(prep.classes)):
         beyond, dtp_summary = without_bounds(beyond, dtp_summary, kept)
     for name, column in beyond.items():
