@@ -21,6 +21,7 @@ from mptool.inputs.fingerprint import fingerprints, identity, run_key
 from mptool.inputs.memo import factorized
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, check_before_work, select_engine
+from mptool.loo.naive_bayes import NaiveBayesEngine, categorical_accuracy
 from mptool.outputs.results import manifest
 from mptool.privacy.dtp import bin_edge, pair_groups, pdtp_of, summarize
 from mptool.privacy.noise import (
@@ -151,15 +152,18 @@ def check_finite(p_full: np.ndarray, p_loo: np.ndarray, rows: np.ndarray, estima
 
 
 def record_table(
-    prep: Prepared, positions: np.ndarray, p_full: np.ndarray, p_loo: np.ndarray, options: PdtpOptions
+    prep: Prepared, positions: np.ndarray, p_full: np.ndarray, p_loo: np.ndarray, options: PdtpOptions,
+    groups: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """The per-record columns of ``PDTP_COLUMNS`` up to ``bin_edge`` (Long et al. 4.3-4.4, 5.2).
 
     ``pdtp`` on binned probabilities, ``pdtp_raw`` unbinned and floored at ``PROB_FLOOR``
-    (bin size 0), ``violation`` on the ``--gate`` scale, ``bin_edge`` on both.
+    (bin size 0), ``violation`` on the ``--gate`` scale, ``bin_edge`` on both. ``groups``: the
+    engine's rows of equal (p_full, p_loo) (``LooResult.groups``), else found here for a big T.
     """
     T = prep.train
-    groups = pair_groups(p_full, p_loo)  # a big T: each distinct pair of rows once (issue 28)
+    if groups is None or len(groups[1]) != len(p_full):
+        groups = pair_groups(p_full, p_loo)  # a big T: each distinct pair of rows once (issue 28)
     values = pdtp_of(p_full, p_loo, prep.spec.output.bin_size, groups)
     raw = pdtp_of(p_full, p_loo, 0.0, groups).pdtp
     table = pd.DataFrame({"row": T.rows[positions]})
@@ -182,17 +186,16 @@ def taken(values: np.ndarray, idx: np.ndarray) -> Any:
     pandas turns an object array of text into its text dtype cell by cell (0.2 CPU s for 1.41 M
     labels); when it would, the distinct values are converted once and taken by index instead.
     """
-    picked = values[idx]
-    if picked.dtype != object or len(picked) <= 4096:
-        return picked
+    if values.dtype != object or len(idx) <= 4096:
+        return values[idx]
     known, distinct = factorized(values)  # T's labels: their kept factorisation (mptool.inputs.memo)
     if (known < 0).any():
-        codes, distinct = pd.factorize(picked, use_na_sentinel=False)
+        codes, distinct = pd.factorize(values[idx], use_na_sentinel=False)
     else:
         codes = known[idx]
     small = pd.Series(np.asarray(distinct, dtype=object))
     if not isinstance(small.dtype, pd.StringDtype) or small.isna().any():
-        return picked
+        return values[idx]
     return small.array.take(codes)
 
 
@@ -224,7 +227,7 @@ def keep_reported(request: LooRequest, result: Any) -> tuple[LooRequest, Any, in
     if done is None:
         return request, result, None
     stopped = int(request.positions[result.stopped_at])
-    kept = replace(result, p_full=result.p_full[done], p_loo=result.p_loo[done], done=None)
+    kept = replace(result, p_full=result.p_full[done], p_loo=result.p_loo[done], done=None, groups=None)
     return replace(request, positions=request.positions[done]), kept, stopped
 
 
@@ -298,14 +301,17 @@ def audited_outputs(prep: Prepared, result: Any, shipped: dict[str, Any] | None,
     (``output.release``, :mod:`mptool.privacy.release`) is applied to both models' outputs.
     """
     if shipped is not None:
-        result = dataclasses.replace(result, p_full=shipped.pop("probabilities")[positions])
+        result = dataclasses.replace(result, p_full=shipped.pop("probabilities")[positions], groups=None)
     result = released(result, prep.spec.output.release)
     check_finite(result.p_full, result.p_loo, prep.train.rows[positions], prep.choice.name)
     return result
 
 
-def run_facts(prep: Prepared, full_model: Any, jobs: int) -> dict[str, Any]:
-    """Summary keys on the run itself: T's size, classes, estimator, bin size, A(T)'s accuracy on T, jobs."""
+def run_facts(prep: Prepared, full_model: Any, jobs: int, accuracy: float | None = None) -> dict[str, Any]:
+    """Summary keys on the run itself: T's size, classes, estimator, bin size, A(T)'s accuracy on T, jobs.
+
+    ``accuracy``: A(T)'s accuracy on T when an engine has computed it the same way (else predicted here).
+    """
     spec, T = prep.spec, prep.train
     return {
         "n_train": T.n,
@@ -313,7 +319,7 @@ def run_facts(prep: Prepared, full_model: Any, jobs: int) -> dict[str, Any]:
         "classes": prep.classes.tolist(),
         "estimator": prep.choice.name,
         "bin_size": spec.output.bin_size,
-        "train_accuracy": float(np.mean(full_model.predict(T.X) == T.y)),
+        "train_accuracy": float(np.mean(full_model.predict(T.X) == T.y)) if accuracy is None else accuracy,
         "jobs": jobs,
     }
 
@@ -327,7 +333,7 @@ def released(result: Any, policy: Any) -> Any:
     """
     if not gate_policy(policy, result.p_full.shape[1]):
         return result
-    return replace(result, p_full=measured(result.p_full, policy), p_loo=measured(result.p_loo, policy))
+    return replace(result, p_full=measured(result.p_full, policy), p_loo=measured(result.p_loo, policy), groups=None)
 
 
 def without_bounds(
@@ -390,7 +396,8 @@ def run_pdtp(
     request = loo_request(prep, options, positions, full_model, jobs, checkpoint)
     if engine.name == "replicates":
         return run_randomized(prep, options, engine, request, randomness, key, progress, (t0, t_fit), workers)
-    facts = run_facts(prep, full_model, jobs)  # before the per-record arrays exist: a lower peak (issue 28)
+    accuracy = categorical_accuracy(request) if engine.name == NaiveBayesEngine.name else None  # T encoded once
+    facts = run_facts(prep, full_model, jobs, accuracy)  # before the per-record arrays exist: a lower peak (issue 28)
     t_facts = time.perf_counter()
     result = run_engine(engine, request, progress)
     requested = len(positions)
@@ -401,9 +408,11 @@ def run_pdtp(
 
     bin_size = spec.output.bin_size
     t_table = time.perf_counter()
-    table = record_table(prep, positions, result.p_full, result.p_loo, options)
-    gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
     beyond, dtp_summary = beyond_pdtp(request, result, queries, options.queries, bin_size, progress)
+    request.memo.clear()  # what the engine shared with the bound (T's codes), freed before the table: a lower peak
+    table = record_table(prep, positions, result.p_full, result.p_loo, options, result.groups)
+    result = replace(result, groups=None)  # the engine's row groups: not needed past the table (a lower peak)
+    gated = table["pdtp" if options.gate == "binned" else "pdtp_raw"].to_numpy()
     if kept := gate_policy(spec.output.release, len(prep.classes)):
         beyond, dtp_summary = without_bounds(beyond, dtp_summary, kept)
     for name, column in beyond.items():

@@ -7,7 +7,7 @@ A(T \\ {t}) on x_t (raw probabilities, before output post-processing).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -35,6 +35,10 @@ class LooRequest:
     # --fail-fast: stop_on(p_full, p_loo) -> bool per record, True for a confirmed violator;
     # the refit engine stops once the first violator in its order is known
     stop_on: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    # What an engine computes of T once and shares with its DTP bound and the training accuracy (e.g. the
+    # categorical naive Bayes codes and counts of T, issue 28): a function of spec, template, train and
+    # classes only, never of ``positions``, so a request replaced with fewer positions may keep it.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,10 @@ class LooResult:
     p_full: np.ndarray
     p_loo: np.ndarray
     engine: str
+    # (first, inverse): rows with the same ``inverse`` have bit-identical p_full and p_loo rows, those of
+    # row ``first[inverse]`` (an engine that computes each distinct record once says so); None: not known.
+    # Whoever replaces p_full or p_loo drops it.
+    groups: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class Engine(Protocol):

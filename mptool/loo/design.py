@@ -18,12 +18,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.base import clone
-from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler, OneHotEncoder, StandardScaler
 
 from mptool.inputs.memo import factorized
-from mptool.inputs.models import DomainEncoder, category_positions
+from mptool.inputs.models import ColumnTransformer, DomainEncoder, category_positions
 
 
 def class_index(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -59,9 +58,14 @@ def distinct_rows(codes: np.ndarray, y_idx: np.ndarray) -> tuple[np.ndarray, np.
         col = np.asarray(codes[:, i], dtype=np.int64)
         k = int(col.max()) + 1 if col.size else 1
         inverse = np.asarray(pd.factorize(inverse * k + col)[0], dtype=np.int64)
+    return first_rows(inverse), inverse
+
+
+def first_rows(inverse: np.ndarray) -> np.ndarray:
+    """The first row of each group of ``inverse`` (groups numbered 0, 1, ...)."""
     first = np.full(int(inverse.max()) + 1 if inverse.size else 0, -1, dtype=np.int64)
     first[inverse[::-1]] = np.arange(len(inverse) - 1, -1, -1)
-    return first, inverse
+    return first
 
 
 # --------------------------------------------------------------------------- fixed design

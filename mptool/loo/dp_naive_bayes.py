@@ -28,11 +28,10 @@ from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import Pipeline
 
 from mptool.inputs.dp_nb import DPCategoricalNB, _codes
-from mptool.inputs.models import DomainEncoder, proba_in
+from mptool.inputs.models import ColumnTransformer, DomainEncoder, proba_in
 from mptool.loo.design import class_index
 
 #: Records per vectorised block.

@@ -36,12 +36,12 @@ column's observed range in the CSV. Hence L = c * (X1 + 1).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 
 from mptool.inputs.data import Schema
@@ -99,11 +99,17 @@ def lipschitz_constant(template: Any, schema: Schema, n_classes: int) -> float:
 
 
 
+
+def logistic_regression() -> type | None:
+    """scikit-learn's ``LogisticRegression`` if ``sklearn.linear_model`` is imported, else None (no estimator can
+    be one then): checking a naive Bayes spec does not import linear_model and what it pulls in (issue 28)."""
+    return getattr(sys.modules.get("sklearn.linear_model"), "LogisticRegression", None)
+
 #: Solvers whose objective is the L2 problem of ``mptool.loo.newton`` (liblinear penalises the intercept).
 L2_SOLVERS = ("lbfgs", "newton-cg", "newton-cholesky", "sag", "saga")
 
 
-def l2_refusal(est: LogisticRegression) -> str | None:
+def l2_refusal(est: Any) -> str | None:
     """Why ``est`` does not minimise the L2 objective of ``mptool.loo.newton`` (None: it does)."""
     penalty = getattr(est, "penalty", "deprecated")
     l1_ratio = getattr(est, "l1_ratio", 0.0)
@@ -210,7 +216,7 @@ class NewtonLogisticEngine:
 
     def refuses(self, spec: Spec, template: Any) -> str | None:
         est = template.steps[-1][1] if isinstance(template, Pipeline) else template
-        if type(est) is not LogisticRegression:
+        if type(est) is not logistic_regression():
             return f"{type(est).__name__} is not LogisticRegression"
         why = l2_refusal(est)
         if why is not None:

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import LogisticRegression
 from sklearn.naive_bayes import BernoulliNB, CategoricalNB, GaussianNB, MultinomialNB
 from sklearn.pipeline import Pipeline
 
@@ -39,7 +38,7 @@ from mptool.inputs.models import DomainEncoder, fit, proba_in
 from mptool.inputs.neighbors import TieStableKNeighborsClassifier
 from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.design import class_index, design_parts, fixed_blocks
-from mptool.loo.linear import linear_blocks, linear_dtp_upper, lipschitz_constant
+from mptool.loo.linear import linear_blocks, linear_dtp_upper, lipschitz_constant, logistic_regression
 from mptool.loo.naive_bayes import CategoricalCounts, categorical_parts, nb_dtp_upper, paper_delta, smoothing_alpha
 from mptool.privacy.calibration import binned_bound, max_log_ratio
 from mptool.privacy.dtp import pdtp_of, raw_pdtp
@@ -80,7 +79,7 @@ def stability_bound(template: Any, train: Records, classes: np.ndarray) -> Bound
     knn = getattr(sys.modules.get("sklearn.neighbors"), "KNeighborsClassifier", None)  # imported if est is one
     if type(est) in (knn, TieStableKNeighborsClassifier):
         return Bound("none", "k-NN is not training stable (Long et al. 6.3): PDTP is only a lower bound of its DTP")
-    if type(est) is LogisticRegression:
+    if type(est) is logistic_regression():
         return Bound(
             "lipschitz",
             "logistic regression: exact per-block bound of the logit shifts over the domain, from the leave-one-out "
@@ -253,7 +252,8 @@ def beyond_pdtp(
     got = dtp_upper(bound, request, result)
     upper = None if isinstance(got, str) else np.asarray(got, dtype=float)
     if upper is not None:  # a probability that underflowed to 0: the computed raw ratio is infinite, so is the bound
-        upper = np.where(np.isinf(raw_pdtp(result.p_full, result.p_loo)), np.inf, upper)
+        groups = result.groups if result.groups is not None and len(result.groups[1]) == len(result.p_full) else None
+        upper = np.where(np.isinf(raw_pdtp(result.p_full, result.p_loo, groups)), np.inf, upper)
     n = len(result.p_full)
     cap = max_log_ratio(bin_size)
     vacuous = np.full(n, None, dtype=object)
