@@ -13,6 +13,7 @@ is checked.
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 
 import conftest
@@ -190,3 +191,26 @@ def test_mitigate_reports_the_plans_timed_fits_only_past_the_first_line_delay(
     lines = slow.stderr.splitlines()
     first = next(i for i, ln in enumerate(lines) if ln.startswith(label))
     assert any(ln.startswith("plan:") for ln in lines[first:]), slow.stderr  # before the plan line
+
+
+def test_pdtp_and_mitigate_report_the_fit_of_a_t_only_past_the_first_line_delay(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A(T)'s fit is a phase of one step (a network on a large T takes minutes): its line comes once
+    FIRST_LINE_S has passed (here at once), never on a quick run; the verdict is the same either way."""
+    csv = tmp_path / "m.csv"
+    mixed_frame(120).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "dt.yaml", "decision_tree", data={"train_size": 80})
+    pdtp = ("pdtp", csv, "--model", spec, "--jobs", "1", "--sample", "3", "--noise-floor", "0", "--force")
+    mit = ("mitigate", csv, "--model", spec, "--jobs", "1", "--sample", "3", "--defences", "release", "--force")
+    quick = [run_cli(*pdtp, "--out", tmp_path / "p1"), run_cli(*mit, "--out", tmp_path / "m1")]
+    now_timer(monkeypatch, [])
+    slow = [run_cli(*pdtp, "--out", tmp_path / "p2"), run_cli(*mit, "--out", tmp_path / "m2")]
+    for label, q, s in zip(("[mptool] A(T): fitting the model on the 80 records of T",
+                            "[mptool] baseline: fitting A(T) on the 80 records of T"), quick, slow, strict=True):
+        assert q.code == s.code and q.code in (0, 1), (q.stderr, s.stderr)
+        assert label not in q.stderr
+        assert f"{label}: 0/1 (0%)" in s.stderr and f"{label}: 1/1 (100%)" in s.stderr, s.stderr
+    def verdict(res) -> list[str]:  # the verdict line less its time
+        return [re.sub(r", [0-9.]+s\b", "", ln) for ln in res.stdout.splitlines() if ln.startswith("DTP-1")]
+
+    assert verdict(quick[0]) and verdict(quick[0]) == verdict(slow[0])

@@ -270,7 +270,9 @@ def train_and_loo(
     """A(T) and the leave-one-out outputs of the audited records, with the fastest exact engine (refit if none)."""
     engine = select_engine("auto", prep.spec, prep.template)
     t0 = time.perf_counter()
-    full = fit_checked(prep.template, prep.train)
+    with progress(1, f"{label}: fitting A(T) on the {prep.train.n} records of T") as advance:  # a line past 5 s
+        full = fit_checked(prep.template, prep.train)
+        advance(1)
     if randomized.is_randomized(prep):  # decided violations beyond the training randomness (mitigate_random)
         result, fits = randomized.run_replicates(prep, positions, full, options, resolve_jobs(options.jobs),
                                                  progress, label)

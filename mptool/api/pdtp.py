@@ -386,7 +386,9 @@ def run_pdtp(
     queries = resolve_queries(options.queries, T, spec.data.missing_values)
     engine = select_engine(options.engine, spec, prep.template, replicates=True)
     t_fit0 = time.perf_counter()
-    full_model = fit_checked(prep.template, T)
+    with progress(1, f"A(T): fitting the model on the {T.n} records of T") as advance:  # a line past 5 s (issue 30)
+        full_model = fit_checked(prep.template, T)
+        advance(1)
     check_before_work(engine, prep.template, T, prep.classes, positions)  # what the work would refuse after it
     shipped = {k: v for k, v in prep.trained.items() if k != "model"} if prep.trained is not None else None
     engine, randomness = choose_engine(prep, options, engine, full_model)

@@ -408,7 +408,8 @@ def pdtp(
     result = run(
         data_path, spec, threshold=threshold, records=rows, sample=sample, jobs=jobs or None, engine=engine,
         queries=queries, gate=gate, noise_floor=noise_floor, backend=backend, scheduler=scheduler, trained=trained,
-        progress=lambda n, label: ui.progress(n, label, quiet),
+        # a one-step phase (A(T)'s fit) has no 10 % steps: a line only if it runs past 5 s
+        progress=lambda n, label: ui.progress(n, label, quiet, steps=n > 1),
         checkpoint=opener, prepared=prep, fail_fast=fail_fast, order=order,
         replicates=replicates, budget=budget, error_control=error_control,
     )
