@@ -52,12 +52,20 @@ def stored_help() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point (:func:`mptool.cli.main.main`); the root help without typer when it can."""
+    """Console-script entry point (:func:`mptool.cli.main.main`); the root help without typer when it can.
+
+    Without ``argv`` (the console script) the garbage collector is held back while the command's modules
+    load (:func:`mptool.runtime.startup.hold`); in-process callers pass ``argv`` and keep it as it is.
+    """
     args = sys.argv[1:] if argv is None else argv
     if args in ([], ["--help"]) and (text := stored_help()) is not None:
         sys.stdout.write(text)
         sys.stdout.flush()
         raise SystemExit(0)
+    if argv is None:  # a process of its own (console script, python -m mptool): see mptool.runtime.startup
+        from mptool.runtime import startup
+
+        startup.hold()
     from mptool.cli.main import main as run
 
     run(argv)

@@ -25,7 +25,7 @@ from mptool.cli.app import (
     resolve_inputs,
 )
 from mptool.inputs import options as flags
-from mptool.runtime import ui
+from mptool.runtime import startup, ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
 ATTACK_EXIT_HELP = (
@@ -217,6 +217,7 @@ def attack(
     from mptool.outputs.results import default_out_dir, prepare_out_dir
     from mptool.runtime.parallel import check_backend
 
+    startup.loaded()  # the start-up's objects frozen, the collector back to its defaults
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
     formats = flags.check_formats(format)
     counts = {"candidates": candidates, "iterations": iterations, "targets": targets, "shadows": shadows,

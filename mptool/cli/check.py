@@ -9,7 +9,7 @@ import typer
 
 from mptool.cli.app import app, parse_rows
 from mptool.inputs import options as flags
-from mptool.runtime import ui
+from mptool.runtime import startup, ui
 from mptool.runtime.errors import EXIT_OK
 
 CHECK_EPILOG = "Exit codes: 0 = the spec and data are usable (the plan is printed); 2 = bad input (one error line)."
@@ -93,6 +93,7 @@ def check(
         from mptool.runtime.parallel import resolve_jobs
 
         advance(1)  # 2 s idle, 12 s at load 10 (2 cores): a line after 5 s
+    startup.loaded()  # the start-up's objects frozen, the collector back to its defaults
 
     flags.check_run_flags(jobs=jobs, scheduler=None, seed=seed, bin_size=None, allow_import=allow_import)
     flags.check_pdtp_flags(threshold=1.0, train_size=train_size, sample=sample)

@@ -21,7 +21,7 @@ from mptool.cli.app import (
     resolve_inputs,
 )
 from mptool.inputs import options as flags
-from mptool.runtime import ui
+from mptool.runtime import startup, ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK
 
 MITIGATE_EXIT_HELP = (
@@ -89,6 +89,7 @@ def mitigate(
     from mptool.outputs.results import default_out_dir, prepare_out_dir
     from mptool.runtime.parallel import check_backend
 
+    startup.loaded()  # the start-up's objects frozen, the collector back to its defaults
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=None, allow_import=allow_import)
     flags.check_mitigate_flags(target=target, sample=sample, max_removals=max_removals, train_size=train_size)
     flags.check_defences(defences, DEFENCES)

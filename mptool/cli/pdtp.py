@@ -32,7 +32,7 @@ from mptool.cli.app import (
 )
 from mptool.inputs import options as flags
 from mptool.outputs.ending import ending_words, fail_fast_split, stop_words
-from mptool.runtime import ui
+from mptool.runtime import startup, ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
 
@@ -385,6 +385,8 @@ def pdtp(
     from mptool.api.operations import pdtp as run
     from mptool.api.operations import prepare_pdtp
     from mptool.api.pdtp import PdtpOptions
+
+    startup.loaded()  # the start-up's objects frozen, the collector back to its defaults
 
     options = PdtpOptions(
         threshold, rows, sample, jobs or None, engine, backend=backend, queries=queries, gate=gate,

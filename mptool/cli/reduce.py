@@ -27,7 +27,7 @@ from mptool.cli.app import (
     resolve_inputs,
 )
 from mptool.inputs import options as flags
-from mptool.runtime import ui
+from mptool.runtime import startup, ui
 from mptool.runtime.errors import EXIT_FINDING, EXIT_OK, InputError
 
 REDUCE_EXIT_HELP = (
@@ -87,6 +87,7 @@ def reduce_dtp(
     from mptool.outputs.results import check_output_file, default_out_dir, prepare_out_dir
     from mptool.runtime.parallel import check_backend
 
+    startup.loaded()  # the start-up's objects frozen, the collector back to its defaults
     flags.check_run_flags(jobs=jobs, scheduler=scheduler, seed=seed, bin_size=bin_size, allow_import=allow_import)
     flags.check_reduce_flags(threshold=threshold, train_size=train_size, max_removals=max_removals)
     formats = flags.check_formats(format)
