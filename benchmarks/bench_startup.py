@@ -6,7 +6,9 @@ Two goals, each against a baseline run in this script on the same machine:
   the interpreter and the CLI library, below which no typer CLI starts);
 - a 1,000-record naive Bayes audit (``mptool pdtp``, the bundled Adult demo) <= 1.2 CPU s more
   than ``python -c "import sklearn.naive_bayes"`` alone (scikit-learn imports scipy.stats,
-  pandas and pyarrow itself).
+  pandas and pyarrow itself). The console script holds the garbage collector back while its
+  modules load (:mod:`mptool.runtime.startup`), which the plain import does not: the demo is
+  also measured beyond the same import with the collector held the same way (its own work).
 
 Each command runs in a fresh interpreter; CPU time is user + system of the child
 (``resource.getrusage(RUSAGE_CHILDREN)``), wall time from ``time.perf_counter``. One warm-up run
@@ -35,6 +37,9 @@ import time
 from pathlib import Path
 
 HELP_GOAL_CPU_S = 0.15
+#: The import floor with the garbage collector held back and frozen as the console script does it
+#: (mptool.runtime.startup): what the demo's own work is measured beyond, beside the plain import.
+HELD = "import sklearn.naive_bayes, gc held"
 NB_GOAL_EXTRA_CPU_S = 1.2
 
 
@@ -83,6 +88,8 @@ def main() -> None:
         "python -c 'import typer'": [py, "-c", "import typer"],
         "mptool --help": [py, "-m", "mptool", "--help"],
         "python -c 'import sklearn.naive_bayes'": [py, "-c", "import sklearn.naive_bayes"],
+        HELD: [py, "-c", "from mptool.runtime import startup; startup.hold(); import sklearn.naive_bayes; "
+                         "startup.loaded()"],
         "mptool pdtp (1,000-record NB demo)": [py, "-m", "mptool", "pdtp", "--out", out, "--force", "-q", "-j", "1"],
     }
     base_tree, worktree = (Path(args.base).resolve(), False) if args.base and Path(args.base).is_dir() else (
@@ -122,6 +129,9 @@ def main() -> None:
     nb_med = statistics.median(res["mptool pdtp (1,000-record NB demo)"][0])
     print(f"  by medians: {nb_med:.3f} = {sk_med:.3f} + {nb_med - sk_med:.3f} s "
           f"({(nb_med - sk_med) / NB_GOAL_EXTRA_CPU_S:.2f}x the goal)")
+    held = min(res[HELD][0]), statistics.median(res[HELD][0])
+    print(f"  beyond the import with the collector held as mptool holds it ({held[0]:.3f} s, median "
+          f"{held[1]:.3f} s): {nb - held[0]:+.3f} s, by medians {nb_med - held[1]:+.3f} s")
     if args.base:
         old_help, old_nb = min(res["mptool --help (--base)"][0]), min(res["mptool pdtp (--base)"][0])
         old_med = statistics.median(res["mptool pdtp (--base)"][0])

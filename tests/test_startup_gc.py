@@ -1,0 +1,55 @@
+"""Issue 28: the console script holds the garbage collector back while its modules load (mptool.runtime.startup).
+
+Each check that changes the collector runs in a fresh interpreter (the collector is process-wide state);
+in this process only what must leave it untouched is checked.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+
+from mptool.runtime import startup
+
+
+def _probe(code: str) -> list[str]:
+    """The stdout lines of ``code`` run in a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_hold_then_loaded_freezes_and_restores_the_thresholds() -> None:
+    out = _probe(
+        "import gc\n"
+        "from mptool.runtime import startup\n"
+        "before = gc.get_threshold()\n"
+        "startup.hold(); startup.hold()  # a second hold changes nothing\n"
+        "print(gc.get_threshold()[0] == startup.HOLD_THRESHOLD, gc.get_threshold()[1:] == before[1:], startup.held())\n"
+        "startup.loaded()\n"
+        "print(gc.get_threshold() == before, gc.get_freeze_count() > 0, startup.held(), gc.isenabled())\n"
+        "frozen = gc.get_freeze_count(); startup.loaded()  # a second loaded changes nothing\n"
+        "print(gc.get_freeze_count() == frozen, gc.get_threshold() == before)\n"
+    )
+    assert out == ["True"] * 3 + ["True", "True", "False", "True"] + ["True"] * 2
+
+
+def test_loaded_without_hold_leaves_the_collector_alone() -> None:
+    """In-process callers (the API, run_cli) never hold: loaded() must not freeze their objects."""
+    threshold = gc.get_threshold()
+    assert not startup.held()
+    startup.loaded()
+    assert gc.get_threshold() == threshold
+
+
+def test_the_console_script_holds_and_in_process_calls_do_not() -> None:
+    code = (
+        "import atexit, gc, sys\n"
+        "from mptool.runtime import startup\n"
+        "atexit.register(lambda: print(startup.held()))\n"
+        "from mptool.cli import main\n"
+        "sys.argv = ['mptool', 'init', '--help']\n"
+        "main({argv})\n"
+    )
+    assert _probe(code.format(argv=""))[-1] == "True"  # init never calls loaded(): still held at exit
+    assert _probe(code.format(argv="sys.argv[1:]"))[-1] == "False"
