@@ -536,8 +536,21 @@ def check_public_classes(template: Any, classes: np.ndarray) -> None:
         )
 
 
+def model_numerics() -> np.errstate:
+    """The floating-point error state of a user's model at work (``with model_numerics(): model.fit(...)``).
+
+    numpy's divide/overflow/invalid RuntimeWarnings inside an estimator's fit or predict (GaussianNB on a
+    feature constant in T divides by a zero variance) print two lines each per call, hundreds in a refit
+    loop, before mptool's own line naming the cause ("non-finite probabilities for CSV row ..."). Muted here
+    only, with :class:`numpy.errstate` (per thread, restored on exit; nothing process-wide), so the warnings
+    of a user's own code around the API still show (red2-18, tidy-2).
+    """
+    return np.errstate(all="ignore")
+
+
 def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) -> Any:
-    """Fit a fresh clone of ``template`` (never the template itself); convergence warnings are muted.
+    """Fit a fresh clone of ``template`` (never the template itself); convergence warnings are muted, and numpy's
+    floating-point ones (:func:`model_numerics`).
 
     A fit cut short by an interrupt raises ``signals.Interrupted`` rather than returning a
     half-trained model (``signals.guard_fit``: scikit-learn's MLP swallows KeyboardInterrupt).
@@ -549,7 +562,7 @@ def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) ->
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", UserWarning)
-        with guard_fit():
+        with model_numerics(), guard_fit():  # guard_fit innermost (its docstring)
             if coded is None:
                 model.fit(X, labels_for_fit(y))
             else:
@@ -612,7 +625,8 @@ def proba_in(model: Any, X: pd.DataFrame, classes: np.ndarray) -> np.ndarray:
     ValueError (a refit's failure, exit 2) when the model's ``classes_`` is missing, names a class
     outside ``classes`` or does not match the width of ``predict_proba``'s output.
     """
-    p = np.asarray(model.predict_proba(X), dtype=float)
+    with model_numerics():
+        p = np.asarray(model.predict_proba(X), dtype=float)
     seen = list(getattr(model, "classes_", None) if getattr(model, "classes_", None) is not None else ())
     if p.ndim != 2 or p.shape != (len(X), len(seen)):
         raise ValueError(f"predict_proba gave shape {p.shape} for {len(X)} row(s) and {len(seen)} classes_")
@@ -651,8 +665,9 @@ def check_interface(model: Any, X: pd.DataFrame, y: np.ndarray) -> str | None:
         if not callable(getattr(model, method, None)):
             return f"{name} fitted on T has no {method} method"
     try:
-        p = np.asarray(model.predict_proba(X.iloc[:1]), dtype=float)
-        pred = np.asarray(model.predict(X.iloc[:1]), dtype=object).ravel()
+        with model_numerics():
+            p = np.asarray(model.predict_proba(X.iloc[:1]), dtype=float)
+            pred = np.asarray(model.predict(X.iloc[:1]), dtype=object).ravel()
     except (AttributeError, ValueError, TypeError, IndexError, KeyError) as exc:
         return f"{name} fitted on T fails to predict: {exc.__class__.__name__}"
     if p.shape != (1, len(listed)):  # non-finite values have their own refusal, naming the record (fit_checked)

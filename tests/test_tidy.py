@@ -1,0 +1,54 @@
+"""Tidy-ups (helper "tidy"): warnings that are mptool's to mute, and only there; quiet third-party libraries;
+the verdict's "rests on" line."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from conftest import run_cli, write_spec
+from test_bad_input import assert_refused
+
+# --- item 2: numpy's RuntimeWarnings muted around a model's fit/predict only, never process-wide ---------------
+
+
+def _constant_feature(tmp: Path) -> tuple[Path, Path]:
+    """GaussianNB on a feature constant in T: its predict_proba divides by a zero variance (red2-18)."""
+    csv = tmp / "d.csv"
+    csv.write_text("f0,label\n" + "0,p\n0,q\n" * 3)
+    return csv, write_spec(tmp / "s.yaml", "gaussian_nb")
+
+
+def test_a_cli_run_leaves_the_warning_filters_as_it_found_them(tmp_path: Path) -> None:
+    """The root callback once set ``simplefilter("ignore", RuntimeWarning)`` for the whole process: a program
+    calling ``mptool.cli.main`` (or any test after it) lost its own RuntimeWarnings."""
+    csv, spec = _constant_feature(tmp_path)
+    args = ("pdtp", csv, "--model", spec, "--jobs", "1", "-q")
+    run_cli(*args, "--out", tmp_path / "warm")  # first imports done (a library may add a filter when imported)
+    before = list(warnings.filters)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = run_cli(*args, "--out", tmp_path / "o")
+        assert list(warnings.filters)[1:] == before  # "always" added above is the only entry on top
+        warnings.warn("the user's own", RuntimeWarning, stacklevel=1)
+    assert_refused(res, ["gaussian_nb gives non-finite probabilities for CSV row 0"])
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == ["the user's own"]
+    assert list(warnings.filters) == before
+
+
+def test_numpy_errors_of_the_model_are_muted_only_inside_its_calls() -> None:
+    import numpy as np
+    from sklearn.naive_bayes import GaussianNB
+
+    from mptool.inputs.models import fit, proba_in
+
+    X, y = np.zeros((4, 1)), np.array(["p", "q", "p", "q"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = fit(GaussianNB(var_smoothing=0.0), X, y)
+        p = proba_in(model, X, np.array(["p", "q"]))
+        assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+        np.log(np.zeros(1))  # outside mptool's calls numpy warns as the user set it
+    assert not np.isfinite(p).all()  # the model's output is unchanged: non-finite, refused by mptool's own check
+    assert [w.category for w in caught] == [RuntimeWarning]
+
