@@ -6,7 +6,10 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from conftest import run_cli, write_spec
+import numpy as np
+import pytest
+from conftest import mixed_frame, run_cli, write_spec
+from sklearn.base import BaseEstimator, ClassifierMixin
 from test_bad_input import assert_refused
 
 # --- item 2: numpy's RuntimeWarnings muted around a model's fit/predict only, never process-wide ---------------
@@ -37,7 +40,6 @@ def test_a_cli_run_leaves_the_warning_filters_as_it_found_them(tmp_path: Path) -
 
 
 def test_numpy_errors_of_the_model_are_muted_only_inside_its_calls() -> None:
-    import numpy as np
     from sklearn.naive_bayes import GaussianNB
 
     from mptool.inputs.models import fit, proba_in
@@ -52,3 +54,48 @@ def test_numpy_errors_of_the_model_are_muted_only_inside_its_calls() -> None:
     assert not np.isfinite(p).all()  # the model's output is unchanged: non-finite, refused by mptool's own check
     assert [w.category for w in caught] == [RuntimeWarning]
 
+
+
+# --- item 3: SVC's deprecated ``probability`` (scikit-learn 1.9-1.10) said once, not on every fit -------------
+
+
+def test_an_svc_spec_prints_no_future_warning_and_one_note(tmp_path: Path) -> None:
+    from sklearn.svm import SVC
+
+    if "probability" not in SVC().get_params():
+        pytest.skip("scikit-learn >= 1.11: SVC has no probability parameter")
+    csv = tmp_path / "d.csv"
+    mixed_frame(16, seed=1).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "sklearn.svm.SVC", model={"params": {"probability": True}})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every warning raised is recorded (and would have been printed)
+        res = run_cli("check", csv, "--model", spec)
+    assert res.code == 0, res.stderr
+    assert not [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    deprecated = SVC().get_params()["probability"] == "deprecated"  # scikit-learn 1.9 and 1.10
+    assert res.stderr.count("model.params.probability of SVC is deprecated") == int(deprecated), res.stderr
+
+
+class _Warns(ClassifierMixin, BaseEstimator):
+    """A classifier whose fit warns like SVC(probability=True) on scikit-learn 1.9, and with another FutureWarning."""
+
+    def __init__(self, message: str = "") -> None:
+        self.message = message
+
+    def fit(self, X, y):
+        warnings.warn(self.message, FutureWarning, stacklevel=1)
+        self.classes_ = np.unique(y)
+        return self
+
+
+@pytest.mark.parametrize(("message", "shown"), [
+    ("The `probability` parameter was deprecated in 1.9 and will be removed in version 1.11.", False),
+    ("The `loss` parameter was deprecated in 1.9", True),  # any other FutureWarning still shows
+])
+def test_fit_mutes_only_the_svc_probability_deprecation(message: str, shown: bool) -> None:
+    from mptool.inputs.models import fit
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit(_Warns(message), np.zeros((4, 1)), np.array([0, 1, 0, 1]))
+    assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == ([message] if shown else [])

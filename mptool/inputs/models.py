@@ -380,15 +380,41 @@ def column_uses(spec: Spec, schema: Schema, choice: EstimatorChoice) -> list[tup
     return out
 
 
+#: scikit-learn 1.9 and 1.10 deprecate SVC's and NuSVC's ``probability`` (removed in 1.11) and warn with this
+#: FutureWarning on every fit where it is set at all; the spec's own ``probability: true`` is the only way those
+#: releases give such a model predict_proba. :func:`fit` mutes exactly this message (each fit inside
+#: ``warnings.catch_warnings`` re-armed Python's once-per-place rule: two lines per refit, hundreds per audit)
+#: and :func:`kind_notes` says it once instead (tidy-3).
+SVC_PROBABILITY_DEPRECATION = r"The `probability` parameter was deprecated"
+
+
+def _deprecated_probability(choice: EstimatorChoice) -> bool:
+    """Whether the spec sets ``probability`` of a class whose default is scikit-learn's "deprecated" marker."""
+    if "probability" not in choice.params:
+        return False
+    try:
+        return choice.cls().get_params(deep=False).get("probability") == "deprecated"
+    except TypeError:  # resolve_estimator refuses classes that cannot be built without arguments
+        return False
+
+
 def kind_notes(spec: Spec, schema: Schema, choice: EstimatorChoice) -> list[str]:
-    """A note naming numeric columns categorical naive Bayes uses as categories of their values (never silent)."""
+    """Notes on A where it is not plain (never silent): numeric columns categorical naive Bayes uses as categories
+    of their values; a ``probability`` parameter scikit-learn deprecates (:data:`SVC_PROBABILITY_DEPRECATION`)."""
+    out = []
+    if _deprecated_probability(choice):
+        out.append(
+            f"model.params.probability of {choice.cls.__name__} is deprecated in scikit-learn 1.9 and removed in "
+            f"1.11, where {choice.cls.__name__} has no predict_proba and mptool refuses it; scikit-learn's "
+            "warning is not repeated on each fit"
+        )
     silent = [name for name, use, why in column_uses(spec, schema, choice) if use == "value categories"]
-    if not silent:
-        return []
-    return [
-        f"categorical_nb uses numeric column(s) {ui.listing(silent, 5)} as categories of their values; "
-        "list them in data.categorical to confirm, or give model.bins edges"
-    ]
+    if silent:
+        out.append(
+            f"categorical_nb uses numeric column(s) {ui.listing(silent, 5)} as categories of their values; "
+            "list them in data.categorical to confirm, or give model.bins edges"
+        )
+    return out
 
 
 def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipeline:
@@ -549,8 +575,8 @@ def model_numerics() -> np.errstate:
 
 
 def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) -> Any:
-    """Fit a fresh clone of ``template`` (never the template itself); convergence warnings are muted, and numpy's
-    floating-point ones (:func:`model_numerics`).
+    """Fit a fresh clone of ``template`` (never the template itself); convergence warnings are muted, numpy's
+    floating-point ones (:func:`model_numerics`) and SVC's deprecated ``probability`` (noted once instead).
 
     A fit cut short by an interrupt raises ``signals.Interrupted`` rather than returning a
     half-trained model (``signals.guard_fit``: scikit-learn's MLP swallows KeyboardInterrupt).
@@ -562,6 +588,7 @@ def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) ->
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", UserWarning)
+        warnings.filterwarnings("ignore", message=SVC_PROBABILITY_DEPRECATION, category=FutureWarning)
         with model_numerics(), guard_fit():  # guard_fit innermost (its docstring)
             if coded is None:
                 model.fit(X, labels_for_fit(y))
