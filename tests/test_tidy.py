@@ -99,3 +99,30 @@ def test_fit_mutes_only_the_svc_probability_deprecation(message: str, shown: boo
         warnings.simplefilter("always")
         fit(_Warns(message), np.zeros((4, 1)), np.array([0, 1, 0, 1]))
     assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == ([message] if shown else [])
+
+
+# --- item 4: LightGBM's C library logs nothing per fit unless the spec asks -----------------------------------
+
+
+def _lightgbm_pdtp(tmp: Path, name: str, **params) -> tuple[object, Path]:
+    csv = tmp / "d.csv"
+    if not csv.exists():
+        mixed_frame(16, seed=3).to_csv(csv, index=False)
+    spec = write_spec(tmp / f"{name}.yaml", "lightgbm.LGBMClassifier",
+                      model={"params": {"n_jobs": 1, "n_estimators": 3, "min_child_samples": 3, **params}})
+    res = run_cli("pdtp", csv, "--model", spec, "--out", tmp / name, "--jobs", "1", "-q", "--allow-import", "lightgbm",
+                  "--noise-floor", "0", "--records", "0,1,2,3")
+    assert res.code in (0, 1), res.stderr
+    return res, tmp / name / "pdtp.csv"
+
+
+def test_a_lightgbm_audit_prints_only_mptool_lines_and_the_same_results(tmp_path: Path) -> None:
+    pytest.importorskip("lightgbm")
+    import pandas as pd
+
+    quiet, table = _lightgbm_pdtp(tmp_path, "default")
+    assert quiet.stdout.splitlines() == [quiet.stdout.strip()] and quiet.stdout.startswith("DTP-1 "), quiet.stdout
+    assert "[LightGBM]" not in quiet.stdout + quiet.stderr
+    loud, again = _lightgbm_pdtp(tmp_path, "verbose", verbose=1)  # the spec's own level: the logs are back
+    assert "[LightGBM] [Info]" in loud.stdout
+    pd.testing.assert_frame_equal(pd.read_csv(table), pd.read_csv(again))  # exactly: the level changes no tree

@@ -172,8 +172,9 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
         valid = cls().get_params(deep=False)
     except TypeError:
         raise InputError(f"model.estimator '{name}' cannot be built without arguments") from None
+    lightgbm = _is_lightgbm(cls)
     for key in model.params:
-        if key not in valid:
+        if key not in valid and not (lightgbm and key in LIGHTGBM_VERBOSITY):
             close = difflib.get_close_matches(key, list(valid), n=1)
             hint = f"did you mean '{close[0]}'?" if close else "see the estimator's documentation"
             raise InputError(f"model.params: {cls.__name__} has no parameter '{key}' ({hint})")
@@ -181,6 +182,8 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
         params["hidden_layer_sizes"] = tuple(params["hidden_layer_sizes"])
     if "random_state" in valid and "random_state" not in model.params:
         params["random_state"] = seed
+    if lightgbm and not set(LIGHTGBM_VERBOSITY) & set(model.params):
+        params["verbose"] = -1  # its C library's log lines only: the same trees (docs/spec.md)
     est = cls(**params)
     if isinstance(est, TieStableKNeighborsClassifier) and (why := est.unsupported()) is not None:
         raise InputError(f"model.params: {name}: {why}")
@@ -198,6 +201,20 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
         )
     _check_params(est, name)
     return EstimatorChoice(cls=cls, params=params, name=name)
+
+
+#: LightGBM's names of its logging level, keywords it passes to its C library (not in ``get_params()`` of a default
+#: instance, so otherwise refused as unknown). Its scikit-learn classes log every fit to stdout from that library
+#: ("[LightGBM] [Info] Number of positive ...", "[Warning] No further splits with positive gain": 627 lines in a
+#: 30-record pdtp); mptool passes ``verbose=-1`` (fatal errors only) unless the spec sets one of these. The level
+#: selects which messages are printed and nothing else: the trees and probabilities are the same (tidy-4).
+LIGHTGBM_VERBOSITY = ("verbose", "verbosity")
+
+
+def _is_lightgbm(cls: type) -> bool:
+    """Whether ``cls`` is one of LightGBM's scikit-learn estimators (a subclass of ``lightgbm.LGBMModel``)."""
+    base = getattr(sys.modules.get("lightgbm.sklearn"), "LGBMModel", None)  # imported if cls is one
+    return base is not None and issubclass(cls, base)
 
 
 def _check_params(est: BaseEstimator, name: str) -> None:
