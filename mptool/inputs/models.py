@@ -207,7 +207,7 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
 #: instance, so otherwise refused as unknown). Its scikit-learn classes log every fit to stdout from that library
 #: ("[LightGBM] [Info] Number of positive ...", "[Warning] No further splits with positive gain": 627 lines in a
 #: 30-record pdtp); mptool passes ``verbose=-1`` (fatal errors only) unless the spec sets one of these. The level
-#: selects which messages are printed and nothing else: the trees and probabilities are the same (tidy-4).
+#: selects which messages are printed and nothing else: the trees and probabilities are the same.
 LIGHTGBM_VERBOSITY = ("verbose", "verbosity")
 
 
@@ -401,7 +401,7 @@ def column_uses(spec: Spec, schema: Schema, choice: EstimatorChoice) -> list[tup
 #: FutureWarning on every fit where it is set at all; the spec's own ``probability: true`` is the only way those
 #: releases give such a model predict_proba. :func:`fit` mutes exactly this message (each fit inside
 #: ``warnings.catch_warnings`` re-armed Python's once-per-place rule: two lines per refit, hundreds per audit)
-#: and :func:`kind_notes` says it once instead (tidy-3).
+#: and :func:`kind_notes` says it once instead.
 SVC_PROBABILITY_DEPRECATION = r"The `probability` parameter was deprecated"
 
 
@@ -586,7 +586,7 @@ def model_numerics() -> np.errstate:
     feature constant in T divides by a zero variance) print two lines each per call, hundreds in a refit
     loop, before mptool's own line naming the cause ("non-finite probabilities for CSV row ..."). Muted here
     only, with :class:`numpy.errstate` (per thread, restored on exit; nothing process-wide), so the warnings
-    of a user's own code around the API still show (red2-18, tidy-2).
+    of a user's own code around the API still show (red2-18; docs/spec.md).
     """
     return np.errstate(all="ignore")
 
