@@ -126,3 +126,60 @@ def test_a_lightgbm_audit_prints_only_mptool_lines_and_the_same_results(tmp_path
     loud, again = _lightgbm_pdtp(tmp_path, "verbose", verbose=1)  # the spec's own level: the logs are back
     assert "[LightGBM] [Info]" in loud.stdout
     pd.testing.assert_frame_equal(pd.read_csv(table), pd.read_csv(again))  # exactly: the level changes no tree
+
+
+# --- item 5: a report of a sampled run whose summary.sample is damaged is refused (tidy-1) ---------------------
+
+
+@pytest.fixture(scope="module")
+def sampled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A refit run of 4 sampled records of 24 that passes (a tree's PDTP is at most 5.29 < 10): "not established"."""
+    d = tmp_path_factory.mktemp("tidy-sample")
+    mixed_frame(24, seed=5).to_csv(d / "d.csv", index=False)
+    spec = write_spec(d / "s.yaml", "decision_tree")
+    res = run_cli("pdtp", d / "d.csv", "--model", spec, "--out", d / "run", "--jobs", "1", "--sample", "4",
+                  "--threshold", "10", "-q")
+    assert res.code == 0, res.stderr
+    return d / "run"
+
+
+def _set(key: str, value: object):
+    return lambda sample: {**sample, key: value}
+
+
+DAMAGED = {
+    "text": lambda sample: "garbage",
+    "empty": lambda sample: {},
+    "k-as-text": _set("k", "4"),  # was read as no sample at all: the report said "DTP-1 holds" of 4 records in 24
+    "k-above-n_train": _set("k", 25),
+    "n_train-not-T": _set("n_train", 30),
+    "violations-above-k": _set("violations", 5),
+    "bound-as-text": _set("fraction_upper_95", "abc"),  # dropped "The verdict rests on" of a replicate run
+    "bound-above-1": _set("fraction_upper_95", 1.5),
+    "no-method": lambda sample: {k: v for k, v in sample.items() if k != "method"},
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_report_refuses_a_sample_block_mptool_never_writes(sampled: Path, tmp_path: Path, case: str) -> None:
+    """tidy-1."""
+    import json
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(sampled, run)
+    doc = json.loads((run / "pdtp.json").read_text())
+    doc["summary"]["sample"] = DAMAGED[case](doc["summary"]["sample"])
+    (run / "pdtp.json").write_text(json.dumps(doc))
+    before = sorted(p.name for p in run.iterdir())
+    res = run_cli("report", run, "--format", "md")
+    assert_refused(res, ["pdtp.json: summary.sample is not the --sample block mptool writes", "rerun mptool pdtp"],
+                   stdout_empty=True)
+    assert sorted(p.name for p in run.iterdir()) == before  # no report.md written
+
+
+def test_report_of_an_intact_sample_says_what_pdtp_said(sampled: Path) -> None:
+    res = run_cli("report", sampled, "--format", "md", "--out", "-")
+    assert res.code == 0, res.stderr
+    assert "DTP-1 not established (no violation among 4 sampled records of 24;" in res.stdout
+    assert "DTP-1 holds" not in res.stdout
