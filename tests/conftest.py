@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -64,6 +65,30 @@ def _private_checkpoint_key(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     """
     mp = pytest.MonkeyPatch()
     mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+    try:
+        yield
+    finally:
+        mp.undo()
+
+
+def _fsync_checks_the_descriptor_only(fd: int) -> None:
+    """``os.fsync`` without the wait for the disk: raises as fsync does for a descriptor that is not open."""
+    os.fstat(fd)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_wait_for_the_disk() -> Iterator[None]:
+    """In-process runs do not wait for the disk: ``os.fsync`` only checks its descriptor.
+
+    mptool syncs each result file before its atomic rename (outputs.results.write_atomic) and the lock
+    file (runtime.lock): about 6 ms of wall time each on this machine's disk, some thousands per session,
+    and no test reads a file back from anywhere but the page cache. What a sync protects (a file complete
+    after a power cut) no in-process test can observe; the subprocess tests (signals, resume, locks) run
+    mptool with the real ``os.fsync``, and tests that make fsync fail (a full disk) still patch it
+    themselves (issue 25).
+    """
+    mp = pytest.MonkeyPatch()
+    mp.setattr(os, "fsync", _fsync_checks_the_descriptor_only)
     try:
         yield
     finally:
