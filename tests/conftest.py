@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import io
+import os
+import pickle
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -64,6 +68,74 @@ def _private_checkpoint_key(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     """
     mp = pytest.MonkeyPatch()
     mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+    try:
+        yield
+    finally:
+        mp.undo()
+
+
+def _fsync_checks_the_descriptor_only(fd: int) -> None:
+    """``os.fsync`` without the wait for the disk: raises as fsync does for a descriptor that is not open."""
+    os.fstat(fd)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_wait_for_the_disk() -> Iterator[None]:
+    """In-process runs do not wait for the disk: ``os.fsync`` only checks its descriptor.
+
+    mptool syncs each result file before its atomic rename (outputs.results.write_atomic) and the lock
+    file (runtime.lock): about 6 ms of wall time each on this machine's disk, some thousands per session,
+    and no test reads a file back from anywhere but the page cache. What a sync protects (a file complete
+    after a power cut) no in-process test can observe; the subprocess tests (signals, resume, locks) run
+    mptool with the real ``os.fsync``, and tests that make fsync fail (a full disk) still patch it
+    themselves (issue 25).
+    """
+    mp = pytest.MonkeyPatch()
+    mp.setattr(os, "fsync", _fsync_checks_the_descriptor_only)
+    try:
+        yield
+    finally:
+        mp.undo()
+
+
+#: The report's plot functions (mptool.outputs.report.plots): each returns one SVG document, drawn by matplotlib.
+PLOT_FUNCTIONS = ("pdtp_histogram", "attack_accuracy_panels", "max_accuracy_plot", "roc_curves", "reduce_sawtooth",
+                  "trend_plot", "tradeoff_plot")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _each_plot_drawn_once() -> Iterator[None]:
+    """A report plot of the same arrays is drawn once per test process, then its SVG text is reused.
+
+    Drawing one (matplotlib's layout, text and SVG writer) costs 0.3-0.7 CPU s, and tests render reports
+    of the same results more than once (with and without --quiet, md and html, after a refused edit).
+    A plot is a function of its arguments (fixed SVG hash salt, no date: plots.py), so the text reused is
+    the text a fresh drawing gives; the key is the function and its pickled arguments. While a test has
+    replaced ``plots._to_svg`` (to see the figure), every call draws and nothing is kept.
+    """
+    from mptool.outputs.report import plots
+
+    to_svg = plots._to_svg
+    drawn: dict[bytes, str] = {}
+
+    def once(name: str, draw: Callable[..., str]) -> Callable[..., str]:
+        @functools.wraps(draw)
+        def cached(*args: Any, **kwargs: Any) -> str:
+            if plots._to_svg is not to_svg:
+                return draw(*args, **kwargs)
+            try:
+                key = hashlib.sha256(pickle.dumps((name, args, sorted(kwargs.items())), protocol=5)).digest()
+            except Exception:  # noqa: BLE001 - arguments that do not pickle: drawn every time
+                return draw(*args, **kwargs)
+            if key not in drawn:
+                drawn[key] = draw(*args, **kwargs)
+            return drawn[key]
+
+        return cached
+
+    mp = pytest.MonkeyPatch()
+    for name in PLOT_FUNCTIONS:
+        mp.setattr(plots, name, once(name, getattr(plots, name)))
     try:
         yield
     finally:

@@ -152,16 +152,24 @@ def attack_argv(csv: Path, spec: Path, out: Path, *extra: str) -> list[str]:
             "--shadow-data", "synthesize:200", *extra]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def jobs1_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, object]:
+    """The synthesising attack of :func:`attack_argv` at --jobs 1, run once for the module (two tests read it):
+    the data, the spec, the output folder and run_cli's result."""
+    d = tmp_path_factory.mktemp("synth-j1")
+    csv, spec = mixed_setup(d)
+    return csv, spec, d / "j1", run_cli(*attack_argv(csv, spec, d / "j1", "--jobs", "1"))
+
+
 @pytest.mark.parametrize("jobs", ["2"])
-def test_cli_end_to_end_and_same_result_across_jobs(tmp_path: Path, jobs: str) -> None:
-    csv, spec = mixed_setup(tmp_path)
-    one = run_cli(*attack_argv(csv, spec, tmp_path / "j1", "--jobs", "1"))
+def test_cli_end_to_end_and_same_result_across_jobs(tmp_path: Path, jobs: str, jobs1_run) -> None:
+    csv, spec, j1, one = jobs1_run
     assert one.code == 0, one.stderr
     assert "model-based shadow data (Shokri V-C)" in one.stderr and "queries of A(D1)" in one.stderr
     assert "model-based shadow data:" in one.stdout
     many = run_cli(*attack_argv(csv, spec, tmp_path / "jn", "--jobs", jobs))
     assert many.code == 0, many.stderr
-    a = json.loads((tmp_path / "j1" / "attack.json").read_text())
+    a = json.loads((j1 / "attack.json").read_text())
     b = json.loads((tmp_path / "jn" / "attack.json").read_text())
     syn = a["summary"]["synthesis"]
     assert syn == b["summary"]["synthesis"]
@@ -172,7 +180,7 @@ def test_cli_end_to_end_and_same_result_across_jobs(tmp_path: Path, jobs: str) -
     assert sum(a["summary"]["plan"]["fits"].values()) == a["summary"]["fits"]["total"]
     assert a["attacks"]["untargeted"]["shadow_data"] == "synthesize:200"
     assert a["attacks"] == b["attacks"]
-    assert (tmp_path / "j1" / "attempts.csv").read_text() == (tmp_path / "jn" / "attempts.csv").read_text()
+    assert (j1 / "attempts.csv").read_text() == (tmp_path / "jn" / "attempts.csv").read_text()
 
 
 def test_cli_reports_records_that_fail_within_the_budget(tmp_path: Path) -> None:
@@ -197,7 +205,7 @@ def test_decode_gives_the_domain_values_with_the_data_dtypes(tmp_path: Path) -> 
         assert list(X[name]) == list(dom.values[j][codes[:, j]])
 
 
-def test_untargeted_features_auto_drops_the_record_with_synthetic_shadow_data(tmp_path: Path) -> None:
+def test_untargeted_features_auto_drops_the_record_with_synthetic_shadow_data(tmp_path: Path, jobs1_run) -> None:
     """auto: y, q (Shokri) with synthesized data, x, y, q (Long et al.) with population data; xyq forces x back."""
     from mptool.attacks.untargeted import FeatureEncoder, resolve_features
 
@@ -209,10 +217,12 @@ def test_untargeted_features_auto_drops_the_record_with_synthetic_shadow_data(tm
     assert FeatureEncoder.fit(frame, prep.population.schema, use_record=False).transform(frame).shape == (240, 0)
     assert FeatureEncoder.fit(frame, prep.population.schema).transform(frame).shape[1] > 0
     runs = {}
-    for name, extra in {"auto": (), "xyq": ("--untargeted-features", "xyq")}.items():
-        res = run_cli(*attack_argv(csv, spec, tmp_path / name, "--jobs", "1", *extra))
-        assert res.code == 0, res.stderr
-        runs[name] = json.loads((tmp_path / name / "attack.json").read_text())["attacks"]["untargeted"]
+    _, _, auto, res = jobs1_run  # auto: the module's --jobs 1 run, no --untargeted-features (same data and spec)
+    assert res.code == 0, res.stderr
+    runs["auto"] = json.loads((auto / "attack.json").read_text())["attacks"]["untargeted"]
+    res = run_cli(*attack_argv(csv, spec, tmp_path / "xyq", "--jobs", "1", "--untargeted-features", "xyq"))
+    assert res.code == 0, res.stderr
+    runs["xyq"] = json.loads((tmp_path / "xyq" / "attack.json").read_text())["attacks"]["untargeted"]
     assert runs["auto"]["features"].startswith("y, q") and runs["xyq"]["features"].startswith("x, y, q")
     assert runs["auto"]["auc"] != runs["xyq"]["auc"]  # the choice reaches the attack classifier
     pop = run_cli(*[a if a != "synthesize:200" else "population" for a in attack_argv(csv, spec, tmp_path / "p")])

@@ -25,8 +25,12 @@ from mptool.privacy.calibration import bin_probabilities
 BINS = {"x1": [-1.0, 0.0, 1.0], "x2": [1.0, 2.0, 3.0], "const": [0.0]}
 
 
-def awkward_frame(n: int = 50, seed: int = 3) -> pd.DataFrame:
-    """mixed_frame plus: a class with a single record, a category seen once, a constant column."""
+def awkward_frame(n: int = 30, seed: int = 3) -> pd.DataFrame:
+    """mixed_frame plus: a class with a single record, a category seen once, a constant column.
+
+    30 records (50 until issue 25): what is compared (every record's leave-one-out, engine against refit)
+    holds for any size; the awkward records are rows 0 and 1 whatever the size, and each refit is a
+    full scikit-learn fit."""
     df = mixed_frame(n, seed)
     df.loc[0, "label"] = "maybe"
     df.loc[1, "color"] = "purple"

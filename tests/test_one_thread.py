@@ -16,12 +16,14 @@ import threading
 import pytest
 import threadpoolctl
 
+from mptool.runtime import parallel
 from mptool.runtime.parallel import one_thread
 
 
 @pytest.fixture
 def limits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """threadpoolctl.threadpool_limits replaced: each limit set and each restore, in order."""
+    """threadpoolctl.ThreadpoolController replaced (and one_thread's kept controller dropped): each limit
+    set and each restore, in order."""
     calls: list[str] = []
 
     class Recorder:
@@ -33,7 +35,12 @@ def limits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         def restore_original_limits(self) -> None:
             calls.append(f"restore {self.user_api}")
 
-    monkeypatch.setattr(threadpoolctl, "threadpool_limits", Recorder)
+    class Controller:
+        def limit(self, *, limits: int, user_api: str | None = None) -> Recorder:
+            return Recorder(limits, user_api)
+
+    monkeypatch.setattr(threadpoolctl, "ThreadpoolController", Controller)
+    monkeypatch.setattr(parallel, "_CONTROLLER", [None, -1])
     return calls
 
 
@@ -81,3 +88,23 @@ def test_an_error_inside_still_restores(limits: list[str]) -> None:
     with one_thread("blas"):  # and the next block sets the limit again
         pass
     assert limits[2:] == ["set blas", "restore blas"]
+
+
+def test_the_controller_is_kept_until_a_module_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """one_thread reuses threadpoolctl's view of the loaded libraries (reading it costs ~5 CPU ms), and makes
+    it again once sys.modules has grown (an import may load another native thread pool)."""
+    import sys
+    import types
+
+    made: list[object] = []
+
+    class Controller:
+        def __init__(self) -> None:
+            made.append(self)
+
+    monkeypatch.setattr(threadpoolctl, "ThreadpoolController", Controller)
+    monkeypatch.setattr(parallel, "_CONTROLLER", [None, -1])
+    first = parallel._controller()
+    assert parallel._controller() is first and len(made) == 1
+    monkeypatch.setitem(sys.modules, "mptool_test_one_thread_new_module", types.ModuleType("m"))
+    assert parallel._controller() is not first and len(made) == 2

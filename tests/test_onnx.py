@@ -28,6 +28,12 @@ from mptool.inputs.spec import load_spec  # noqa: E402
 #: ONNX graphs compute in float32: 1 ulp of 1.0 is 1.2e-7, and the exported models below agree with the
 #: double-precision model within a few of them. The issue asks for 1e-6; the gate itself allows 1e-5.
 FLOAT32_TOLERANCE = 1e-6
+#: A float64 probability this close to a bin edge (a multiple of output.bin_size) may be binned on either side
+#: by its float32 twin, on another CPU or onnxruntime build: the twins are asserted within FLOAT32_TOLERANCE of
+#: each other, and bin_probabilities rounds p/b to 9 decimals (1e-11 of p at b = 0.01), so twice the tolerance
+#: covers both. Farther from every edge, both twins fall in the same bin on any machine.
+EDGE_MARGIN = 2 * FLOAT32_TOLERANCE
+BIN = 0.01  # output.bin_size of write_spec
 ATTACK = ["--candidates", "40", "--iterations", "2", "--targets", "10", "--shadows", "2", "--pairs", "1",
           "--pdtp-iterations", "1", "--attacks", "threshold", "--jobs", "1", "-q"]
 
@@ -132,17 +138,30 @@ def test_onnx_artefact_predicts_and_is_attacked_like_its_skops_twin(tmp_path: Pa
     prep = prepare(csv, load_spec(spec), _allowed(extra))
     p_twin = twin.predict_proba(prep.population.X)
     order = [list(map(str, graph.classes_)).index(str(c)) for c in twin.classes_]
-    np.testing.assert_allclose(graph.predict_proba(prep.population.X)[:, order], p_twin, rtol=0, atol=FLOAT32_TOLERANCE)
+    p_graph = graph.predict_proba(prep.population.X)[:, order]
+    np.testing.assert_allclose(p_graph, p_twin, rtol=0, atol=FLOAT32_TOLERANCE)
     assert [str(v) for v in graph.predict(prep.population.X)] == [str(v) for v in twin.predict(prep.population.X)]
+    # the attack's inputs are the binned probabilities: the same bin exactly wherever the float64 value is farther
+    # than EDGE_MARGIN from every bin edge; a neighbouring bin at most where it is that close
+    near = np.abs(p_twin / BIN - np.round(p_twin / BIN)) * BIN <= EDGE_MARGIN
+    bins_twin, bins_graph = np.floor(np.round(p_twin / BIN, 9)), np.floor(np.round(p_graph / BIN, 9))
+    np.testing.assert_array_equal(bins_graph[~near], bins_twin[~near])
+    assert (np.abs(bins_graph - bins_twin)[near] <= 1).all()
     runs = {}
     for name, shipped in (("skops", skops_file), ("onnx", onnx_file)):
         res = run_cli("attack", csv, "--model", spec, *ATTACK, *extra, "--out", tmp_path / name, "--trained", shipped)
         assert res.code in (0, 1), res.stderr
         runs[name] = json.loads((tmp_path / name / "attack.json").read_text())["summary"]["artefact"]
     a, b = runs["skops"], runs["onnx"]
-    for key in ("members", "non_members", "accuracy", "precision", "recall", "advantage"):
-        assert a[key] == b[key], key  # the same decisions on every record (binned at 0.01)
-    assert b["tau"] == pytest.approx(a["tau"], abs=1e-5)  # mean loss of float32 probabilities, binned
+    assert (a["members"], a["non_members"]) == (b["members"], b["non_members"])
+    if not near.any():
+        # every attacked record (T and its non-members are rows of the population) is binned alike: the attack
+        # computes the same numbers, so its threshold and every decision are the same, exactly. The data of all
+        # three frameworks are here: their float64 probabilities lie 5.6e-6 to 1.5e-4 from the nearest edge.
+        for key in ("tau", "accuracy", "precision", "recall", "advantage", "auc"):
+            assert a[key] == b[key], key
+    # else a record may take either bin on another machine, and the mean-loss threshold with it: only the
+    # per-record bins above are compared (exactly off the edges)
     # the file digest is published only keyed (issue 26): null here, where MPTOOL_FINGERPRINT_KEY is unset
     assert a.get("model_hmac") is None and b.get("model_hmac") is None and b["path"].endswith("model.onnx")
 

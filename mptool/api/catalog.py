@@ -77,7 +77,8 @@ ALLOW_IMPORT_TEXT = (
     "Classes outside sklearn need --allow-import MODULE, which runs that module's code: name only packages you trust. "
     "LightGBM (tested): model.estimator lightgbm.LGBMClassifier, --allow-import lightgbm, "
     "params {n_jobs: 1} (one thread: the same trees for any --jobs); random_state is set to the spec's seed. "
-    "Only parameters of the class's get_params() are accepted: LightGBM's pass-through keywords (verbose, "
-    "deterministic) are refused by name. XGBoost (not tested here: its wheel is large): xgboost.XGBClassifier, "
+    "Only parameters of the class's get_params() are accepted, and LightGBM's verbose/verbosity (mptool sets "
+    "verbose -1 unless the spec does: no log line per fit, the same trees); its other pass-through keywords "
+    "(deterministic) are refused by name. XGBoost (not tested here: its wheel is large): xgboost.XGBClassifier, "
     "--allow-import xgboost, params {n_jobs: 1, tree_method: exact}; random_state is set to the seed."
 )

@@ -57,6 +57,7 @@ from threadpoolctl import threadpool_limits
 
 from mptool.api.pdtp import noise_floor_records
 from mptool.inputs.data import Records
+from mptool.inputs.models import model_numerics
 from mptool.inputs.prepare import fit_checked
 from mptool.loo import LooRequest, RefitEngine, min_records
 from mptool.loo.randomness import detect, planned_fits
@@ -507,7 +508,8 @@ def scoring_seconds(prep: Any, model: Any, scored: int) -> float:
     if not scored:
         return 0.0
     t0 = time.perf_counter()
-    model.predict_proba(prep.population.X)
+    with model_numerics():
+        model.predict_proba(prep.population.X)
     n_out = max(prep.population.n - prep.train.n, 0)
     return scored * (time.perf_counter() - t0) * n_out / max(prep.population.n, 1)
 

@@ -19,6 +19,7 @@ import pandas as pd
 from mptool.api.randomized import REPLICATE_COLUMNS, choose_engine, replicate_block, replicate_table, replicate_verdict
 from mptool.inputs.fingerprint import fingerprints, identity, run_key
 from mptool.inputs.memo import factorized
+from mptool.inputs.models import model_numerics
 from mptool.inputs.prepare import Prepared, fit_checked
 from mptool.loo import LooRequest, check_before_work, select_engine
 from mptool.loo.naive_bayes import NaiveBayesEngine, categorical_accuracy
@@ -313,13 +314,16 @@ def run_facts(prep: Prepared, full_model: Any, jobs: int, accuracy: float | None
     ``accuracy``: A(T)'s accuracy on T when an engine has computed it the same way (else predicted here).
     """
     spec, T = prep.spec, prep.train
+    if accuracy is None:
+        with model_numerics():
+            accuracy = float(np.mean(full_model.predict(T.X) == T.y))
     return {
         "n_train": T.n,
         "rows_dropped_missing": prep.population.dropped_missing,
         "classes": prep.classes.tolist(),
         "estimator": prep.choice.name,
         "bin_size": spec.output.bin_size,
-        "train_accuracy": float(np.mean(full_model.predict(T.X) == T.y)) if accuracy is None else accuracy,
+        "train_accuracy": accuracy,
         "jobs": jobs,
     }
 

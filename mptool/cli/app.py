@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -167,8 +166,6 @@ def _root(
 ) -> None:
     """Membership-privacy audit for machine-learning classifiers."""
     state["debug"] = debug
-    if not debug:  # numpy's overflow/divide warnings print two lines each; mptool's own checks name the cause
-        warnings.simplefilter("ignore", RuntimeWarning)
 
 
 def parse_rows(text: str | None) -> list[int] | None:

@@ -172,8 +172,9 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
         valid = cls().get_params(deep=False)
     except TypeError:
         raise InputError(f"model.estimator '{name}' cannot be built without arguments") from None
+    lightgbm = _is_lightgbm(cls)
     for key in model.params:
-        if key not in valid:
+        if key not in valid and not (lightgbm and key in LIGHTGBM_VERBOSITY):
             close = difflib.get_close_matches(key, list(valid), n=1)
             hint = f"did you mean '{close[0]}'?" if close else "see the estimator's documentation"
             raise InputError(f"model.params: {cls.__name__} has no parameter '{key}' ({hint})")
@@ -181,6 +182,8 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
         params["hidden_layer_sizes"] = tuple(params["hidden_layer_sizes"])
     if "random_state" in valid and "random_state" not in model.params:
         params["random_state"] = seed
+    if lightgbm and not set(LIGHTGBM_VERBOSITY) & set(model.params):
+        params["verbose"] = -1  # its C library's log lines only: the same trees (docs/spec.md)
     est = cls(**params)
     if isinstance(est, TieStableKNeighborsClassifier) and (why := est.unsupported()) is not None:
         raise InputError(f"model.params: {name}: {why}")
@@ -198,6 +201,20 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
         )
     _check_params(est, name)
     return EstimatorChoice(cls=cls, params=params, name=name)
+
+
+#: LightGBM's names of its logging level, keywords it passes to its C library (not in ``get_params()`` of a default
+#: instance, so otherwise refused as unknown). Its scikit-learn classes log every fit to stdout from that library
+#: ("[LightGBM] [Info] Number of positive ...", "[Warning] No further splits with positive gain": 627 lines in a
+#: 30-record pdtp); mptool passes ``verbose=-1`` (fatal errors only) unless the spec sets one of these. The level
+#: selects which messages are printed and nothing else: the trees and probabilities are the same.
+LIGHTGBM_VERBOSITY = ("verbose", "verbosity")
+
+
+def _is_lightgbm(cls: type) -> bool:
+    """Whether ``cls`` is one of LightGBM's scikit-learn estimators (a subclass of ``lightgbm.LGBMModel``)."""
+    base = getattr(sys.modules.get("lightgbm.sklearn"), "LGBMModel", None)  # imported if cls is one
+    return base is not None and issubclass(cls, base)
 
 
 def _check_params(est: BaseEstimator, name: str) -> None:
@@ -380,15 +397,41 @@ def column_uses(spec: Spec, schema: Schema, choice: EstimatorChoice) -> list[tup
     return out
 
 
+#: scikit-learn 1.9 and 1.10 deprecate SVC's and NuSVC's ``probability`` (removed in 1.11) and warn with this
+#: FutureWarning on every fit where it is set at all; the spec's own ``probability: true`` is the only way those
+#: releases give such a model predict_proba. :func:`fit` mutes exactly this message (each fit inside
+#: ``warnings.catch_warnings`` re-armed Python's once-per-place rule: two lines per refit, hundreds per audit)
+#: and :func:`kind_notes` says it once instead.
+SVC_PROBABILITY_DEPRECATION = r"The `probability` parameter was deprecated"
+
+
+def _deprecated_probability(choice: EstimatorChoice) -> bool:
+    """Whether the spec sets ``probability`` of a class whose default is scikit-learn's "deprecated" marker."""
+    if "probability" not in choice.params:
+        return False
+    try:
+        return choice.cls().get_params(deep=False).get("probability") == "deprecated"
+    except TypeError:  # resolve_estimator refuses classes that cannot be built without arguments
+        return False
+
+
 def kind_notes(spec: Spec, schema: Schema, choice: EstimatorChoice) -> list[str]:
-    """A note naming numeric columns categorical naive Bayes uses as categories of their values (never silent)."""
+    """Notes on A where it is not plain (never silent): numeric columns categorical naive Bayes uses as categories
+    of their values; a ``probability`` parameter scikit-learn deprecates (:data:`SVC_PROBABILITY_DEPRECATION`)."""
+    out = []
+    if _deprecated_probability(choice):
+        out.append(
+            f"model.params.probability of {choice.cls.__name__} is deprecated in scikit-learn 1.9 and removed in "
+            f"1.11, where {choice.cls.__name__} has no predict_proba and mptool refuses it; scikit-learn's "
+            "warning is not repeated on each fit"
+        )
     silent = [name for name, use, why in column_uses(spec, schema, choice) if use == "value categories"]
-    if not silent:
-        return []
-    return [
-        f"categorical_nb uses numeric column(s) {ui.listing(silent, 5)} as categories of their values; "
-        "list them in data.categorical to confirm, or give model.bins edges"
-    ]
+    if silent:
+        out.append(
+            f"categorical_nb uses numeric column(s) {ui.listing(silent, 5)} as categories of their values; "
+            "list them in data.categorical to confirm, or give model.bins edges"
+        )
+    return out
 
 
 def build_pipeline(spec: Spec, schema: Schema, choice: EstimatorChoice) -> Pipeline:
@@ -536,8 +579,21 @@ def check_public_classes(template: Any, classes: np.ndarray) -> None:
         )
 
 
+def model_numerics() -> np.errstate:
+    """The floating-point error state of a user's model at work (``with model_numerics(): model.fit(...)``).
+
+    numpy's divide/overflow/invalid RuntimeWarnings inside an estimator's fit or predict (GaussianNB on a
+    feature constant in T divides by a zero variance) print two lines each per call, hundreds in a refit
+    loop, before mptool's own line naming the cause ("non-finite probabilities for CSV row ..."). Muted here
+    only, with :class:`numpy.errstate` (per thread, restored on exit; nothing process-wide), so the warnings
+    of a user's own code around the API still show (red2-18; docs/spec.md).
+    """
+    return np.errstate(all="ignore")
+
+
 def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) -> Any:
-    """Fit a fresh clone of ``template`` (never the template itself); convergence warnings are muted.
+    """Fit a fresh clone of ``template`` (never the template itself); convergence warnings are muted, numpy's
+    floating-point ones (:func:`model_numerics`) and SVC's deprecated ``probability`` (noted once instead).
 
     A fit cut short by an interrupt raises ``signals.Interrupted`` rather than returning a
     half-trained model (``signals.guard_fit``: scikit-learn's MLP swallows KeyboardInterrupt).
@@ -549,7 +605,8 @@ def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) ->
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.simplefilter("ignore", UserWarning)
-        with guard_fit():
+        warnings.filterwarnings("ignore", message=SVC_PROBABILITY_DEPRECATION, category=FutureWarning)
+        with model_numerics(), guard_fit():  # guard_fit innermost (its docstring)
             if coded is None:
                 model.fit(X, labels_for_fit(y))
             else:
@@ -612,7 +669,8 @@ def proba_in(model: Any, X: pd.DataFrame, classes: np.ndarray) -> np.ndarray:
     ValueError (a refit's failure, exit 2) when the model's ``classes_`` is missing, names a class
     outside ``classes`` or does not match the width of ``predict_proba``'s output.
     """
-    p = np.asarray(model.predict_proba(X), dtype=float)
+    with model_numerics():
+        p = np.asarray(model.predict_proba(X), dtype=float)
     seen = list(getattr(model, "classes_", None) if getattr(model, "classes_", None) is not None else ())
     if p.ndim != 2 or p.shape != (len(X), len(seen)):
         raise ValueError(f"predict_proba gave shape {p.shape} for {len(X)} row(s) and {len(seen)} classes_")
@@ -651,8 +709,9 @@ def check_interface(model: Any, X: pd.DataFrame, y: np.ndarray) -> str | None:
         if not callable(getattr(model, method, None)):
             return f"{name} fitted on T has no {method} method"
     try:
-        p = np.asarray(model.predict_proba(X.iloc[:1]), dtype=float)
-        pred = np.asarray(model.predict(X.iloc[:1]), dtype=object).ravel()
+        with model_numerics():
+            p = np.asarray(model.predict_proba(X.iloc[:1]), dtype=float)
+            pred = np.asarray(model.predict(X.iloc[:1]), dtype=object).ravel()
     except (AttributeError, ValueError, TypeError, IndexError, KeyError) as exc:
         return f"{name} fitted on T fails to predict: {exc.__class__.__name__}"
     if p.shape != (1, len(listed)):  # non-finite values have their own refusal, naming the record (fit_checked)

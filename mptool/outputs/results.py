@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -226,7 +227,15 @@ def check_free_space(folder: Path, sizes: Iterable[int], what: str) -> None:
 
 
 def versions() -> dict[str, str]:
-    """mptool, Python and library versions for the manifest."""
+    """mptool, Python and library versions for the manifest (a fresh dict each call)."""
+    return dict(_versions())
+
+
+@cache
+def _versions() -> dict[str, str]:
+    """:func:`versions`, looked up once per process: each ``importlib.metadata.version`` scans the installed
+    distributions (about 12 CPU ms for the tracked packages, on every command run through the API or
+    in-process); the libraries a process has loaded do not change while it runs."""
     import platform
     from importlib import metadata  # imported here: it costs more than the rest of --help
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -55,11 +56,30 @@ _active: dict[str, Any] = {"backend": None, "client": None, "checkpoint": None, 
 #: Per threadpoolctl ``user_api`` (None: every library): [blocks inside :func:`one_thread`, the limiter of the first].
 _ONE_THREAD: dict[str | None, list[Any]] = {}
 _ONE_THREAD_LOCK = threading.Lock()
+#: [threadpoolctl's ThreadpoolController, len(sys.modules) when it was made] (:func:`_controller`).
+_CONTROLLER: list[Any] = [None, -1]
+
+
+def _controller() -> Any:
+    """A ``threadpoolctl.ThreadpoolController`` of the native libraries loaded now, made again after any import.
+
+    Making one reads /proc/self/maps and inspects every loaded library (about 5 CPU ms in a process that
+    imported scikit-learn): once per refit chunk that was a few CPU seconds per thousand chunks. Native
+    thread pools (BLAS, OpenMP) are loaded by importing a module, so a controller is reused while
+    ``sys.modules`` has not grown since it was made, and made afresh otherwise. Called under
+    ``_ONE_THREAD_LOCK``.
+    """
+    import threadpoolctl
+
+    n = len(sys.modules)
+    if _CONTROLLER[0] is None or _CONTROLLER[1] != n:
+        _CONTROLLER[0], _CONTROLLER[1] = threadpoolctl.ThreadpoolController(), n
+    return _CONTROLLER[0]
 
 
 @contextmanager
 def one_thread(user_api: str | None = "blas") -> Iterator[None]:
-    """``threadpoolctl.threadpool_limits(limits=1, user_api=user_api)`` that several threads may be inside at once.
+    """``threadpoolctl``'s limit of one thread per pool for ``user_api`` that several threads may be inside at once.
 
     threadpoolctl's limits hold for the whole process and each block restores, on leaving, the counts
     it saw on entering: two blocks overlapping in two threads (the threading backend, Dask's in-process
@@ -67,12 +87,10 @@ def one_thread(user_api: str | None = "blas") -> Iterator[None]:
     exit left the process at one BLAS thread for good. Here the first block in sets the limit and the
     last one out restores the counts from before the first.
     """
-    from threadpoolctl import threadpool_limits
-
     with _ONE_THREAD_LOCK:
         entry = _ONE_THREAD.setdefault(user_api, [0, None])
         if entry[0] == 0:
-            entry[1] = threadpool_limits(limits=1, user_api=user_api)
+            entry[1] = _controller().limit(limits=1, user_api=user_api)
         entry[0] += 1
     try:
         yield

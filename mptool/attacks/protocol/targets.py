@@ -12,7 +12,7 @@ import pandas as pd
 
 from mptool.attacks.protocol.draw import Draw
 from mptool.attacks.protocol.state import Run
-from mptool.inputs.models import fit, proba_in
+from mptool.inputs.models import fit, model_numerics, proba_in
 from mptool.loo import LooRequest
 from mptool.privacy.calibration import bin_probabilities
 from mptool.privacy.dtp import pdtp_of
@@ -42,7 +42,8 @@ def target_chunk(
             if p_all is not None:
                 every = bin_probabilities(proba_in(model, X, classes), bin_size)
                 p_all[h] = every[np.arange(len(y)), y_idx]
-            pred = model.predict(X)
+            with model_numerics():
+                pred = model.predict(X)
             train_acc[h] = np.mean(pred[half] == y[half])
             test_acc[h] = np.mean(pred[~half] == y[~half])
         out.append((q, train_acc, test_acc, p_all))

@@ -135,11 +135,34 @@ def check_ending(summary: dict[str, Any], unevaluated: np.ndarray, where: str) -
                          f"has records left unevaluated (no estimate); {edited}")
 
 
+def check_sample(summary: dict[str, Any], where: str) -> None:
+    """InputError unless ``summary.sample`` is absent (null) or the ``--sample`` block mptool writes
+    (:func:`mptool.privacy.sampling.sample_summary`): whole ``k`` and ``violations`` with
+    0 <= violations <= k <= n_train, ``n_train`` that of the summary, ``fraction_upper_95`` null or in [0, 1],
+    a ``method`` text. Else the report's headline (:func:`mptool.outputs.ending.partial_pass`) and what the
+    verdict rests on (:func:`mptool.outputs.ending.verdict_rests_on`) could not say the sample: a sampled pass
+    read as "DTP-1 holds", or the sample left out without a word (tidy-1). No value is echoed.
+    """
+    sample = summary.get("sample")
+    if "sample" not in summary or sample is None:
+        return
+    bound = sample.get("fraction_upper_95") if isinstance(sample, dict) else None
+    ok = (isinstance(sample, dict) and all(_whole(sample.get(k)) for k in ("k", "n_train", "violations"))
+          and 0 <= sample["violations"] <= sample["k"] and 1 <= sample["k"] <= sample["n_train"]
+          and sample["n_train"] == summary.get("n_train", sample["n_train"])
+          and (bound is None or (_number(bound) is not None and 0 <= bound <= 1))
+          and isinstance(sample.get("method"), str))
+    if not ok:
+        raise InputError(f"{where}: summary.sample is not the --sample block mptool writes (k of n_train records, "
+                         "violations, fraction_upper_95, method); a result file was edited: rerun mptool pdtp")
+
+
 def verify_pdtp(table: pd.DataFrame | None, summary: dict[str, Any] | None, where: str) -> list[str]:
     """Check pdtp.json's summary against pdtp.csv; InputError on any disagreement, else notes (if unverifiable)."""
     replicates = isinstance(summary, dict) and isinstance(summary.get("replicates"), dict)
     if summary is None or summary.get("verdict") not in ("pass", "fail", *(("undecided",) if replicates else ())):
         return []
+    check_sample(summary, where)
     if table is None:
         return ["the DTP-1 verdict is pdtp.json's alone: pdtp.csv (the records) is missing, so it is not verified"]
     decided = decisions_recomputed(table, where) if replicates else None
