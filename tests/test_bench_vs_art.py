@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import runpy
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -34,9 +35,15 @@ def test_exits_2_with_one_line_when_art_is_missing(monkeypatch, capsys) -> None:
     only to reach the same ``sys.exit(main())``) with ART unimportable: exit 2, one stderr line, no stdout."""
     monkeypatch.setitem(sys.modules, "art", None)  # ``import art`` raises ImportError, as when it is not installed
     monkeypatch.setattr(sys, "argv", ["bench_vs_art.py"])
-    with pytest.raises(SystemExit) as info:
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(SystemExit) as info:
+        # Python's default filters, as in a fresh process: a warning they show would be a second stderr line there
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
         runpy.run_path(str(BENCH), run_name="__main__")
     assert info.value.code == 2
+    assert not [str(w.message) for w in caught]
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "adversarial-robustness-toolbox" in lines[0] and ".[peers]" in lines[0]
