@@ -76,7 +76,9 @@ def attack_args(d: Path, *extra: str) -> list[str]:
     mixed_frame(60).to_csv(d / "d.csv", index=False)
     spec = write_spec(d / "s.yaml", "categorical_nb")
     return ["attack", d / "d.csv", "--model", spec, "--jobs", "1", "--attacks", "distance", "--candidates", "40",
-            "--iterations", "2", "--targets", "20", "--pairs", "1", "--pdtp-iterations", "0", "-q", *extra]
+            "--iterations", "2", "--targets", "20", "--pairs", "1", "--pdtp-iterations", "0", "-q",
+            "--shadow-pool", "16",  # the distance attack's references: 16 shadows (default 64: 4x the fits per run)
+            *extra]
 
 
 def test_a_gate_on_20_targets_cannot_decide_and_fails_closed(tmp_path: Path) -> None:

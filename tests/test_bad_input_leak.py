@@ -30,7 +30,7 @@ def huge_text_cell(d: Path):  # leak-2
 
 
 def huge_single_class_label(d: Path):  # leak-3
-    frame = mixed_frame(30, seed=5)
+    frame = mixed_frame(3, seed=5)  # 3 rows of one 3 MB label (was 30: a 90 MB file for the same refusal)
     frame["label"] = "\u202e" + "z" * 3_000_000
     return pdtp_args(d, good_csv(d, frame), good_spec(d)), ["single class ('\\u202ezzz", "…(3000001 chars)')"]
 

@@ -4,12 +4,13 @@ benchmark says it is missing (exit 2), and its wrapper hands ART mptool's own bi
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
+import runpy
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import mixed_frame, write_spec
 from sklearn.base import clone
 
@@ -29,16 +30,24 @@ def _bench():
     return module
 
 
-def test_exits_2_with_one_line_when_art_is_missing() -> None:
-    code = (
-        "import sys, runpy; sys.modules['art'] = None; sys.argv = ['bench_vs_art.py']; "
-        f"runpy.run_path({str(BENCH)!r}, run_name='__main__')"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy(), timeout=600)
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
+def test_exits_2_with_one_line_when_art_is_missing(monkeypatch, capsys) -> None:
+    """The script run as ``__main__`` (runpy, in this process: a subprocess re-imported mptool, sklearn and pandas
+    only to reach the same ``sys.exit(main())``) with ART unimportable: exit 2, one stderr line, no stdout."""
+    monkeypatch.setitem(sys.modules, "art", None)  # ``import art`` raises ImportError, as when it is not installed
+    monkeypatch.setattr(sys, "argv", ["bench_vs_art.py"])
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(SystemExit) as info:
+        # Python's default filters, as in a fresh process: a warning they show would be a second stderr line there
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", category)
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+        runpy.run_path(str(BENCH), run_name="__main__")
+    assert info.value.code == 2
+    assert not [str(w.message) for w in caught]
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and "adversarial-robustness-toolbox" in lines[0] and ".[peers]" in lines[0]
-    assert r.stdout == ""
+    assert out == ""
 
 
 def test_wrapper_releases_mptools_binned_outputs(tmp_path: Path) -> None:

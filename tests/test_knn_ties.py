@@ -189,10 +189,10 @@ def cluster(local_cluster):
 def test_pdtp_csv_identical_across_engines_jobs_and_backends(tmp_path: Path, cluster) -> None:
     """One-hot tied data: refit at --jobs 1/2 under loky, threading and Dask, and the exact engine.
 
-    30 random rows of 8 bits and 12 copies of one of them: every record has tied neighbours (the
-    copies are a crowd at distance 0), at half the refits of the 60 rows this test once had."""
+    16 random rows of 8 bits and 12 copies of one of them: every record has tied neighbours (the
+    copies are a crowd at distance 0); 28 records are still 16 chunks at 2 workers (was 30 + 12, once 60 + 12)."""
     csv = tmp_path / "tied.csv"
-    tied_frame(30, seed=6).to_csv(csv, index=False)
+    tied_frame(16, seed=6).to_csv(csv, index=False)
     spec = write_spec(tmp_path / "s.yaml", "knn", model={"params": {"n_neighbors": K}})
     runs = {
         "refit-loky-1": ("--engine", "refit", "--backend", "loky", "--jobs", "1"),
@@ -209,6 +209,6 @@ def test_pdtp_csv_identical_across_engines_jobs_and_backends(tmp_path: Path, clu
         assert res.code in (0, 1), (name, res.stderr)
         outputs[name] = (out / "pdtp.csv").read_bytes()
     reference = outputs["refit-loky-1"]
-    assert reference.count(b"\n") == 30 + 12 + 1
+    assert reference.count(b"\n") == 16 + 12 + 1
     for name, data in outputs.items():
         assert data == reference, f"{name} differs from refit --jobs 1"

@@ -71,10 +71,11 @@ def learnable_frame(n: int = 60, seed: int = 3) -> pd.DataFrame:
     return df
 
 
-def small(tmp_path: Path, estimator: str = "gaussian_nb", n: int = 60, **model) -> tuple[Path, Path]:
+def small(tmp_path: Path, estimator: str = "gaussian_nb", n: int = 60, train_size: int = 40,
+          **model) -> tuple[Path, Path]:
     csv = tmp_path / "d.csv"
     learnable_frame(n).to_csv(csv, index=False)
-    spec = write_spec(tmp_path / "s.yaml", estimator, data={"train_size": 40}, model={"params": model})
+    spec = write_spec(tmp_path / "s.yaml", estimator, data={"train_size": train_size}, model={"params": model})
     return csv, spec
 
 
@@ -223,11 +224,12 @@ def test_dp_rows_carry_the_epsilon_bound(tmp_path: Path, monkeypatch) -> None:
 
     monkeypatch.setattr(api, "diffprivlib_problem", lambda: None)
     monkeypatch.setattr(dpm, "_models", lambda: SimpleNamespace(GaussianNB=_StandInGNB))
-    csv, spec = small(tmp_path, "gaussian_nb")
+    # |T| = 16 (was 40): each epsilon refits every record of T, 5 epsilons x 17 fits (was 5 x 41)
+    csv, spec = small(tmp_path, "gaussian_nb", n=30, train_size=16)
     table = api.mitigate(csv, spec, defences="dp", jobs=1, backend="threading").table
     dp = table[table["family"] == "dp"]
     assert list(dp["dtp_bound"]) == list(api.DP_EPSILONS)
-    assert (dp["fits"] == 41).all() and (dp["engine"] == "refit").all()
+    assert (dp["fits"] == 16 + 1).all() and (dp["engine"] == "refit").all()
 
 
 def test_reduce_dtp_and_pdtp_measure_the_released_model(tmp_path: Path) -> None:
