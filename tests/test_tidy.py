@@ -3,13 +3,16 @@ the verdict's "rests on" line."""
 
 from __future__ import annotations
 
+import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from test_bad_input import assert_refused
 
 # --- item 2: numpy's RuntimeWarnings muted around a model's fit/predict only, never process-wide ---------------
@@ -183,3 +186,81 @@ def test_report_of_an_intact_sample_says_what_pdtp_said(sampled: Path) -> None:
     assert res.code == 0, res.stderr
     assert "DTP-1 not established (no violation among 4 sampled records of 24;" in res.stdout
     assert "DTP-1 holds" not in res.stdout
+
+
+class _SteppedFit(ClassifierMixin, BaseEstimator):
+    """A classifier whose fit waits for the test's go-ahead, then warns as a non-converged solver does."""
+
+    def __init__(self, role: str = "a") -> None:
+        self.role = role
+
+    def fit(self, X, y):  # type: ignore[no-untyped-def]
+        _STEPS[self.role + "-in"].set()
+        _STEPS[self.role + "-go"].wait(timeout=60)
+        warnings.warn("did not converge", ConvergenceWarning, stacklevel=2)
+        self.classes_ = np.unique(y)
+        return self
+
+
+_STEPS: dict[str, threading.Event] = {}
+
+
+def test_fit_warnings_stay_muted_when_fits_overlap_in_threads() -> None:
+    """Thread A's fit ends while thread B's still runs (the threading backend): B's ConvergenceWarning is muted.
+
+    With one ``warnings.catch_warnings`` per fit, A's exit restored the filter list A saw on entry and B's
+    warning printed (seen at random in CI: test_honest, test_determinism). The overlap is made
+    deterministic with events, not timing.
+    """
+    from mptool.inputs import models
+
+    for k in ("a-in", "a-go", "b-in", "b-go"):
+        _STEPS[k] = threading.Event()
+    X, y = pd.DataFrame({"x": [0.0, 1.0, 2.0, 3.0]}), np.array([0, 1, 0, 1])
+    errors: list[BaseException] = []
+
+    def run(role: str) -> None:
+        try:
+            models.fit(_SteppedFit(role), X, y)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    before = list(warnings.filters)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ta, tb = threading.Thread(target=run, args=("a",)), threading.Thread(target=run, args=("b",))
+        ta.start()
+        assert _STEPS["a-in"].wait(timeout=60)
+        tb.start()
+        assert _STEPS["b-in"].wait(timeout=60)
+        _STEPS["a-go"].set()  # A warns and leaves its fit while B is still inside its own
+        ta.join(timeout=60)
+        _STEPS["b-go"].set()
+        tb.join(timeout=60)
+        recorded = [w for w in seen if issubclass(w.category, ConvergenceWarning)]
+    assert not errors
+    assert recorded == []
+    assert warnings.filters == before  # the fit filters are gone once the last fit ends
+
+
+def _warns_outside_a_fit(i: int) -> int:
+    """A task that saves and restores the filter list itself, then warns as a solver does (not inside a fit)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", DeprecationWarning)
+    warnings.warn("did not converge", ConvergenceWarning, stacklevel=2)
+    return i
+
+
+def test_threading_dispatch_holds_the_fit_filters_for_every_task() -> None:
+    """Tasks on threads of this process run under the fit filters for the whole dispatch (runtime.parallel)."""
+    import mptool.inputs.models  # noqa: F401 - registers its fit filters
+    from mptool.runtime.parallel import run_tasks
+
+    before = list(warnings.filters)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = run_tasks(_warns_outside_a_fit, [(i,) for i in range(8)], jobs=2, backend="threading")
+        recorded = [w for w in seen if issubclass(w.category, ConvergenceWarning)]
+    assert out == list(range(8))
+    assert recorded == []
+    assert warnings.filters == before

@@ -29,6 +29,7 @@ import logging
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -43,6 +44,11 @@ from mptool.runtime.errors import InputError
 
 #: Accepted values of ``--backend``.
 BACKENDS = ("loky", "threading", "dask")
+#: Installers of warning filters that every task needs (registered by the layer that defines them, e.g.
+#: ``mptool.inputs.models``: a fit's muted ConvergenceWarning). The filter list is process-wide, so a task's own
+#: ``warnings.catch_warnings`` in one thread can drop another thread's filters: for threads of this process
+#: (:func:`_thread_filters`) they are held by the dispatching thread for the whole dispatch.
+THREAD_FILTERS: list[Callable[[], None]] = []
 #: Seconds to wait for a Dask scheduler given with ``--scheduler`` before giving up (exit 2).
 CONNECT_TIMEOUT_S = 10
 
@@ -407,13 +413,27 @@ def _dispatch(
         return
 
     parent = os.getpid()
-    if name == "dask":
-        _dispatch_dask(fn, tasks, todo, parent, shared, finished)
-        return
     if name == "loky":
         prestart.join(jobs)  # workers started early (mptool.runtime.prestart): wait for their imports to end
-    calls = [delayed(_tagged)(i, parent, fn, *tasks[i]) for i in todo]
-    _consume(Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls), finished)
+    with _thread_filters(name):
+        if name == "dask":
+            _dispatch_dask(fn, tasks, todo, parent, shared, finished)
+            return
+        calls = [delayed(_tagged)(i, parent, fn, *tasks[i]) for i in todo]
+        _consume(Parallel(n_jobs=jobs, backend=name, return_as="generator_unordered")(calls), finished)
+
+
+@contextmanager
+def _thread_filters(name: str) -> Iterator[None]:
+    """For tasks in threads of this process (threading; Dask, whose workers may be threads here): the filters of
+    :data:`THREAD_FILTERS` held for the whole dispatch. loky's workers are processes: nothing to hold."""
+    if name == "loky" or not THREAD_FILTERS:
+        yield
+        return
+    with warnings.catch_warnings():
+        for install in THREAD_FILTERS:
+            install()
+        yield
 
 
 def _lost_data(exc: BaseException) -> bool:
