@@ -131,6 +131,21 @@ def test_a_lightgbm_audit_prints_only_mptool_lines_and_the_same_results(tmp_path
     pd.testing.assert_frame_equal(pd.read_csv(table), pd.read_csv(again))  # exactly: the level changes no tree
 
 
+@pytest.mark.parametrize("level", ["abc", True, 1.5, None, [1]])
+def test_a_lightgbm_log_level_that_is_not_a_whole_number_is_refused(tmp_path: Path, level: object) -> None:
+    """tidy-2: a spec's verbose that LightGBM's C library would reject mid-run is refused before any work."""
+    pytest.importorskip("lightgbm")
+    csv = tmp_path / "d.csv"
+    mixed_frame(16, seed=3).to_csv(csv, index=False)
+    spec = write_spec(tmp_path / "s.yaml", "lightgbm.LGBMClassifier",
+                      model={"params": {"n_jobs": 1, "n_estimators": 3, "verbose": level}})
+    out = tmp_path / "out"
+    res = run_cli("pdtp", csv, "--model", spec, "--out", out, "-q", "--allow-import", "lightgbm")
+    line = assert_refused(res, ["model.params.verbose: LightGBM's log level must be a whole number"])
+    assert "abc" not in line  # the value is not echoed
+    assert not out.exists()
+
+
 # --- item 5: a report of a sampled run whose summary.sample is damaged is refused (tidy-1) ---------------------
 
 

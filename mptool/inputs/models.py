@@ -177,7 +177,13 @@ def resolve_estimator(model: ModelSpec, seed: int, allow_imports: tuple[str, ...
         raise InputError(f"model.estimator '{name}' cannot be built without arguments") from None
     lightgbm = _is_lightgbm(cls)
     for key in model.params:
-        if key not in valid and not (lightgbm and key in LIGHTGBM_VERBOSITY):
+        if lightgbm and key in LIGHTGBM_VERBOSITY:
+            level = model.params[key]
+            if isinstance(level, bool) or not isinstance(level, int):
+                raise InputError(f"model.params.{key}: LightGBM's log level must be a whole number "
+                                 "(-1: fatal errors only)")
+            continue
+        if key not in valid:
             close = difflib.get_close_matches(key, list(valid), n=1)
             hint = f"did you mean '{close[0]}'?" if close else "see the estimator's documentation"
             raise InputError(f"model.params: {cls.__name__} has no parameter '{key}' ({hint})")
