@@ -173,16 +173,34 @@ def workers_line(choice: dict[str, Any], what: str) -> str:
     return f"workers for {what}: {choice['workers']} ({choice['why']})"
 
 
-def chunk_positions(positions: Sequence[int] | np.ndarray, jobs: int, per_job: int = 8) -> list[np.ndarray]:
-    """Split work into about ``jobs * per_job`` contiguous chunks (at least one item each).
+#: Longest a chunk of refits is planned to take (by the fit of A(T)): what an interrupt can lose per worker,
+#: how often progress and the checkpoint advance, and the idle tail a last chunk can leave.
+CHUNK_SECONDS = 20.0
+
+
+def chunk_limit(fit_s: float) -> int | None:
+    """The most fits a chunk takes so that it lasts about :data:`CHUNK_SECONDS` (None: fit time unknown)."""
+    return max(1, int(CHUNK_SECONDS / fit_s)) if fit_s > 0 else None
+
+
+def chunk_positions(
+    positions: Sequence[int] | np.ndarray, jobs: int, per_job: int = 8, max_items: int | None = None
+) -> list[np.ndarray]:
+    """Split work into about ``jobs * per_job`` contiguous chunks (at least one item each), more where
+    a chunk would otherwise hold over ``max_items`` items.
 
     Several chunks per worker keep cores busy to the end and let progress advance, while
-    each chunk is large enough that a small fit is not dominated by dispatch overhead.
+    each chunk is large enough that a small fit is not dominated by dispatch overhead;
+    ``max_items`` (:func:`chunk_limit`) bounds a chunk of slow fits in time, so that a long
+    audit saves its checkpoint and shows progress as it goes. Results never depend on the chunks.
     """
     positions = np.asarray(positions, dtype=np.int64)
     if positions.size == 0:
         return []
-    n_chunks = max(1, min(positions.size, jobs * per_job))
+    wanted = jobs * per_job
+    if max_items:
+        wanted = max(wanted, -(-positions.size // max_items))
+    n_chunks = max(1, min(positions.size, wanted))
     return [c for c in np.array_split(positions, n_chunks) if c.size]
 
 
