@@ -9,9 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from conftest import mixed_frame, run_cli, write_spec
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
+from test_bad_input import assert_refused
 
 from mptool.runtime import signals
 
@@ -125,3 +127,140 @@ def test_a_threading_backend_run_leaves_the_warning_filters_as_it_found_them(tmp
     assert json.loads((tmp_path / "o" / "pdtp.json").read_text())["summary"]["workers"]["workers"] == 2
     assert [w for w in caught if issubclass(w.category, ConvergenceWarning)] == []
     assert list(warnings.filters) == before
+
+
+# --- item 2: mptool report refuses a summary too damaged to say what the verdict rests on (tidy3-1 .. tidy3-8) ----
+
+
+@pytest.fixture(scope="module")
+def exact_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A refit run of a tree under a release policy, 6 records chosen with --records, stopped by --fail-fast."""
+    d = tmp_path_factory.mktemp("tidy3-exact")
+    mixed_frame(24, seed=5).to_csv(d / "d.csv", index=False)
+    spec = write_spec(d / "s.yaml", "decision_tree", output={"bin_size": 0.01, "release": {"top_k": 1}})
+    res = run_cli("pdtp", d / "d.csv", "--model", spec, "--out", d / "run", "--jobs", "1", "--fail-fast",
+                  "--threshold", "0.5", "--records", "0,1,2,3,4,5", "--noise-floor", "0", "-q")
+    assert res.code == 1, res.stderr
+    return d / "run"
+
+
+@pytest.fixture(scope="module")
+def records_pass(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A refit run of a tree that passes on 4 records chosen with --records of 24: "DTP-1 not established"."""
+    d = tmp_path_factory.mktemp("tidy3-records")
+    mixed_frame(24, seed=5).to_csv(d / "d.csv", index=False)
+    spec = write_spec(d / "s.yaml", "decision_tree")
+    res = run_cli("pdtp", d / "d.csv", "--model", spec, "--out", d / "run", "--jobs", "1", "--threshold", "10",
+                  "--records", "0,1,2,3", "--noise-floor", "0", "-q")
+    assert res.code == 0, res.stderr
+    return d / "run"
+
+
+@pytest.fixture(scope="module")
+def replicate_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A replicate-engine run stopped by --fail-fast within its --budget (tests/test_ff2.py's "stop" run)."""
+    from mptool.inputs.known_answer import ESTIMATOR, MODULE, known_frame
+
+    d = tmp_path_factory.mktemp("tidy3-replicates")
+    df, kind = known_frame(0)
+    nulls, large = np.nonzero(kind == "null")[0], np.nonzero(kind == "large")[0]
+    df.iloc[[*nulls[:6], *large, *nulls[6:]]].reset_index(drop=True).to_csv(d / "d.csv", index=False)
+    spec = write_spec(d / "s.yaml", ESTIMATOR, model={"params": {"weight_feature": 1, "noise": 1.0, "memorise": 6.0},
+                                                      "preprocess": "none"})
+    res = run_cli("pdtp", d / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", d / "run", "--jobs", "1",
+                  "--replicates", "4:8", "--fail-fast", "--order", "row", "--budget", "100", "-q")
+    assert res.code == 1, res.stderr
+    return d / "run"
+
+
+def _put(key: str, value: object):  # type: ignore[no-untyped-def]
+    return lambda s: s.__setitem__(key, value)
+
+
+def _put_rep(key: str, value: object):  # type: ignore[no-untyped-def]
+    return lambda s: s["replicates"].__setitem__(key, value)
+
+
+#: case -> (run, how the summary is damaged, what the refusal names). Each was reported with exit 0 before.
+DAMAGED = {
+    # tidy3-1: an unknown verdict skipped every check; the report said "No DTP-1 verdict ... No pdtp.json"
+    "verdict-unknown": ("exact", _put("verdict", "PASS"), "summary.verdict is not pass or fail"),
+    # tidy3-2: n, n_train: a --records run's "N records chosen with --records of M" left out
+    "n-null": ("exact", _put("n", None), "summary.n is not a whole number of records"),
+    "n_train-text": ("exact", _put("n_train", "24"), "summary.n_train is not the whole number of records in T"),
+    # ... and a pass of 4 records chosen with --records of 24 was headlined "DTP-1 holds"
+    "n_train-text-pass": ("records", _put("n_train", "24"), "summary.n_train is not"),
+    "n_train-below-n": ("exact", _put("n_train", 3), "summary.n_train is not the whole number of records in T"),
+    "n_train-text-replicates": ("replicates", _put("n_train", "26"), "summary.n_train is not"),
+    # tidy3-3: the release policy: its note emptied (the policy named nowhere) or not text
+    "release_note-emptied": ("exact", _put("release_note", ""), "summary.release_note is not the note naming"),
+    "release_note-number": ("exact", _put("release_note", 5), "summary.release_note is not the note naming"),
+    "release-text": ("exact", _put("release", "top_k=1"), "summary.release is not the release policy"),
+    # tidy3-4: a --fail-fast stop of the exact engines was not checked at all
+    "stopped-text": ("exact", _put("stopped", "yes"), "summary.stopped is not a --fail-fast stop"),
+    "stopped-after-above-of": ("exact", lambda s: s["stopped"].__setitem__("after", 7),
+                               "summary.stopped is not a --fail-fast stop"),
+    # tidy3-5: a replicate run read as an exact-engine run
+    "replicates-text": ("replicates", _put("replicates", "yes"), "summary.replicates is not the replicate engine's"),
+    # tidy3-6: what ending_words reads
+    "fits-text": ("replicates", _put_rep("fits", "80"), "summary.replicates.fits is not a whole number of fits"),
+    "budget_fits-text": ("replicates", _put_rep("budget_fits", "100"), "summary.replicates.budget_fits is not"),
+    "budget_exhausted-text": ("replicates", _put_rep("budget_exhausted", "no"),
+                              "summary.replicates.budget_exhausted is not true or false"),
+    "confidence-text": ("replicates", _put_rep("confidence", "95%"), "summary.replicates.confidence is not"),
+    # tidy3-7: the --baseline/--waivers block the report names the gate by
+    "baseline-text": ("exact", _put("baseline", "none"), "summary.baseline is not the --baseline/--waivers block"),
+    "baseline-counts": ("exact", _put("baseline", {"verdict": "fail", "counts": "x"}),
+                        "summary.baseline is not the --baseline/--waivers block"),
+}
+
+
+def _damaged(run: Path, tmp: Path, damage) -> Path:  # type: ignore[no-untyped-def]
+    import json
+    import shutil
+
+    copy = tmp / "run"
+    shutil.copytree(run, copy)
+    doc = json.loads((copy / "pdtp.json").read_text())
+    damage(doc["summary"])
+    (copy / "pdtp.json").write_text(json.dumps(doc))
+    return copy
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_report_refuses_a_summary_too_damaged_to_say_what_the_verdict_rests_on(
+        request: pytest.FixtureRequest, tmp_path: Path, case: str) -> None:
+    """tidy3-1 .. tidy3-7: exit 2, one line naming the field, no value echoed, nothing written."""
+    which, damage, said = DAMAGED[case]
+    fixture = {"exact": "exact_run", "records": "records_pass", "replicates": "replicate_run"}[which]
+    run = _damaged(request.getfixturevalue(fixture), tmp_path, damage)
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    res = run_cli("report", run, "--format", "md")
+    line = assert_refused(res, [said, "a result file was edited: rerun mptool pdtp"], run, before, stdout_empty=True)
+    assert "PASS" not in line and "95%" not in line and "top_k=1" not in line  # no value echoed
+
+
+def test_report_refuses_a_damaged_ending_without_pdtp_csv_too(replicate_run: Path, tmp_path: Path) -> None:
+    """tidy3-8: without pdtp.csv the verdict was pdtp.json's alone and nothing else was checked, so a damaged
+    --fail-fast block dropped "The verdict rests on" and the fail-fast rows without a word."""
+    run = _damaged(replicate_run, tmp_path, lambda s: s["replicates"]["fail_fast_spending"].__setitem__(
+        "stopped_by", "someone"))
+    (run / "pdtp.csv").unlink()
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    res = run_cli("report", run, "--format", "md")
+    assert_refused(res, ["summary.replicates.fail_fast_spending is not the --fail-fast block"], run, before,
+                   stdout_empty=True)
+
+
+def test_intact_runs_report_what_their_verdict_rests_on(exact_run: Path, replicate_run: Path) -> None:
+    """The replicate engine's report as before; an exact-engine run's report now names its release policy and its
+    --fail-fast stop too (it named neither: only the replicate engine's verdict said what it rests on)."""
+    md = run_cli("report", replicate_run, "--format", "md", "--out", "-")
+    assert md.code == 0, md.stderr
+    assert ("The verdict rests on: --fail-fast stopped at row 6 after 19 of 26 (stopped by the audit at level 0.025; "
+            "ended by the --fail-fast stop after 80 of the --budget's 100 fits).") in md.stdout
+    res = run_cli("report", exact_run, "--format", "md", "--out", "-")
+    assert res.code == 0, res.stderr
+    assert ("records above the threshold. The verdict rests on: release policy top\\_k=1 is invertible (an attacker "
+            "undoes it), so the full probability vector is measured; --fail-fast stopped at row 5 after 6 of 6. "
+            "mptool pdtp exited with code 1") in res.stdout
