@@ -14,6 +14,7 @@ from conftest import mixed_frame, run_cli, write_spec
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from test_bad_input import assert_refused
+from test_red2 import ended as ended  # the fixture: replicate --fail-fast runs as test_ff2.py makes them
 
 from mptool.runtime import signals
 
@@ -132,45 +133,25 @@ def test_a_threading_backend_run_leaves_the_warning_filters_as_it_found_them(tmp
 # --- item 2: mptool report refuses a summary too damaged to say what the verdict rests on (tidy3-1 .. tidy3-8) ----
 
 
+#: Refit runs of a tree on 24 records: name -> (exit code, flags, output section of the spec).
+TREE_RUNS = {
+    # a release policy, 6 records chosen with --records, stopped by --fail-fast at the first violator
+    "exact": (1, ("--fail-fast", "--threshold", "0.5", "--records", "0,1,2,3,4,5"), {"release": {"top_k": 1}}),
+    # a pass of 4 records chosen with --records: "DTP-1 not established"
+    "records": (0, ("--threshold", "10", "--records", "0,1,2,3"), {}),
+}
+
+
 @pytest.fixture(scope="module")
-def exact_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A refit run of a tree under a release policy, 6 records chosen with --records, stopped by --fail-fast."""
-    d = tmp_path_factory.mktemp("tidy3-exact")
+def tree_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("tidy3-tree")
     mixed_frame(24, seed=5).to_csv(d / "d.csv", index=False)
-    spec = write_spec(d / "s.yaml", "decision_tree", output={"bin_size": 0.01, "release": {"top_k": 1}})
-    res = run_cli("pdtp", d / "d.csv", "--model", spec, "--out", d / "run", "--jobs", "1", "--fail-fast",
-                  "--threshold", "0.5", "--records", "0,1,2,3,4,5", "--noise-floor", "0", "-q")
-    assert res.code == 1, res.stderr
-    return d / "run"
-
-
-@pytest.fixture(scope="module")
-def records_pass(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A refit run of a tree that passes on 4 records chosen with --records of 24: "DTP-1 not established"."""
-    d = tmp_path_factory.mktemp("tidy3-records")
-    mixed_frame(24, seed=5).to_csv(d / "d.csv", index=False)
-    spec = write_spec(d / "s.yaml", "decision_tree")
-    res = run_cli("pdtp", d / "d.csv", "--model", spec, "--out", d / "run", "--jobs", "1", "--threshold", "10",
-                  "--records", "0,1,2,3", "--noise-floor", "0", "-q")
-    assert res.code == 0, res.stderr
-    return d / "run"
-
-
-@pytest.fixture(scope="module")
-def replicate_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A replicate-engine run stopped by --fail-fast within its --budget (tests/test_ff2.py's "stop" run)."""
-    from mptool.inputs.known_answer import ESTIMATOR, MODULE, known_frame
-
-    d = tmp_path_factory.mktemp("tidy3-replicates")
-    df, kind = known_frame(0)
-    nulls, large = np.nonzero(kind == "null")[0], np.nonzero(kind == "large")[0]
-    df.iloc[[*nulls[:6], *large, *nulls[6:]]].reset_index(drop=True).to_csv(d / "d.csv", index=False)
-    spec = write_spec(d / "s.yaml", ESTIMATOR, model={"params": {"weight_feature": 1, "noise": 1.0, "memorise": 6.0},
-                                                      "preprocess": "none"})
-    res = run_cli("pdtp", d / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", d / "run", "--jobs", "1",
-                  "--replicates", "4:8", "--fail-fast", "--order", "row", "--budget", "100", "-q")
-    assert res.code == 1, res.stderr
-    return d / "run"
+    for name, (code, flags, output) in TREE_RUNS.items():
+        spec = write_spec(d / f"{name}.yaml", "decision_tree", output={"bin_size": 0.01, **output})
+        res = run_cli("pdtp", d / "d.csv", "--model", spec, "--out", d / name, "--jobs", "1", "--noise-floor", "0",
+                      "-q", *flags)
+        assert res.code == code, res.stderr
+    return {name: d / name for name in TREE_RUNS}
 
 
 def _put(key: str, value: object):  # type: ignore[no-untyped-def]
@@ -232,19 +213,21 @@ def test_report_refuses_a_summary_too_damaged_to_say_what_the_verdict_rests_on(
         request: pytest.FixtureRequest, tmp_path: Path, case: str) -> None:
     """tidy3-1 .. tidy3-7: exit 2, one line naming the field, no value echoed, nothing written."""
     which, damage, said = DAMAGED[case]
-    fixture = {"exact": "exact_run", "records": "records_pass", "replicates": "replicate_run"}[which]
-    run = _damaged(request.getfixturevalue(fixture), tmp_path, damage)
+    run = _damaged(request.getfixturevalue("tree_runs")[which] if which in TREE_RUNS
+                   else request.getfixturevalue("ended")["stop"], tmp_path, damage)
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     res = run_cli("report", run, "--format", "md")
     line = assert_refused(res, [said, "a result file was edited: rerun mptool pdtp"], run, before, stdout_empty=True)
     assert "PASS" not in line and "95%" not in line and "top_k=1" not in line  # no value echoed
 
 
-def test_report_refuses_a_damaged_ending_without_pdtp_csv_too(replicate_run: Path, tmp_path: Path) -> None:
+def test_report_refuses_a_damaged_ending_without_pdtp_csv_too(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """tidy3-8: without pdtp.csv the verdict was pdtp.json's alone and nothing else was checked, so a damaged
     --fail-fast block dropped "The verdict rests on" and the fail-fast rows without a word."""
-    run = _damaged(replicate_run, tmp_path, lambda s: s["replicates"]["fail_fast_spending"].__setitem__(
-        "stopped_by", "someone"))
+    def damage(summary: dict) -> None:
+        summary["replicates"]["fail_fast_spending"]["stopped_by"] = "someone"
+
+    run = _damaged(request.getfixturevalue("ended")["stop"], tmp_path, damage)
     (run / "pdtp.csv").unlink()
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     res = run_cli("report", run, "--format", "md")
@@ -252,14 +235,15 @@ def test_report_refuses_a_damaged_ending_without_pdtp_csv_too(replicate_run: Pat
                    stdout_empty=True)
 
 
-def test_intact_runs_report_what_their_verdict_rests_on(exact_run: Path, replicate_run: Path) -> None:
+def test_intact_runs_report_what_their_verdict_rests_on(tree_runs: dict[str, Path], request: pytest.FixtureRequest
+                                                        ) -> None:
     """The replicate engine's report as before; an exact-engine run's report now names its release policy and its
     --fail-fast stop too (it named neither: only the replicate engine's verdict said what it rests on)."""
-    md = run_cli("report", replicate_run, "--format", "md", "--out", "-")
+    md = run_cli("report", request.getfixturevalue("ended")["stop"], "--format", "md", "--out", "-")
     assert md.code == 0, md.stderr
     assert ("The verdict rests on: --fail-fast stopped at row 6 after 19 of 26 (stopped by the audit at level 0.025; "
             "ended by the --fail-fast stop after 80 of the --budget's 100 fits).") in md.stdout
-    res = run_cli("report", exact_run, "--format", "md", "--out", "-")
+    res = run_cli("report", tree_runs["exact"], "--format", "md", "--out", "-")
     assert res.code == 0, res.stderr
     assert ("records above the threshold. The verdict rests on: release policy top\\_k=1 is invertible (an attacker "
             "undoes it), so the full probability vector is measured; --fail-fast stopped at row 5 after 6 of 6. "
