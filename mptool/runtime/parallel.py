@@ -29,7 +29,6 @@ import logging
 import os
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -44,11 +43,6 @@ from mptool.runtime.errors import InputError
 
 #: Accepted values of ``--backend``.
 BACKENDS = ("loky", "threading", "dask")
-#: Installers of warning filters that every task needs (registered by the layer that defines them, e.g.
-#: ``mptool.inputs.models``: a fit's muted ConvergenceWarning). The filter list is process-wide, so a task's own
-#: ``warnings.catch_warnings`` in one thread can drop another thread's filters: for threads of this process
-#: (:func:`_thread_filters`) they are held by the dispatching thread for the whole dispatch.
-THREAD_FILTERS: list[Callable[[], None]] = []
 #: Seconds to wait for a Dask scheduler given with ``--scheduler`` before giving up (exit 2).
 CONNECT_TIMEOUT_S = 10
 
@@ -443,14 +437,14 @@ def _dispatch(
 
 @contextmanager
 def _thread_filters(name: str) -> Iterator[None]:
-    """For tasks in threads of this process (threading; Dask, whose workers may be threads here): the filters of
-    :data:`THREAD_FILTERS` held for the whole dispatch. loky's workers are processes: nothing to hold."""
-    if name == "loky" or not THREAD_FILTERS:
+    """For tasks in threads of this process (threading; Dask, whose workers may be threads here): the fit filters
+    (:func:`mptool.runtime.signals.fit_filters`) held for the whole dispatch, so a task's own
+    ``warnings.catch_warnings`` cannot drop them while another thread's fit runs. loky's workers are processes:
+    nothing to hold."""
+    if name == "loky":
         yield
         return
-    with warnings.catch_warnings():
-        for install in THREAD_FILTERS:
-            install()
+    with signals.fit_filters():
         yield
 
 
