@@ -254,7 +254,7 @@ class Trained:
     model: Any
     engine: str
     fits: int
-    workers: dict[str, Any] | None = None  # the refit engine's worker choice (runtime.parallel.choose_workers)
+    workers: dict[str, Any] | None = None  # the refit or replicate engine's worker choice (parallel.choose_workers)
     replicate: Any = None  # randomized training: the replicate engine's result, raw draws (mitigate_random)
 
 
@@ -273,13 +273,15 @@ def train_and_loo(
     with progress(1, f"{label}: fitting A(T) on the {prep.train.n} records of T") as advance:  # a line past 5 s
         full = fit_checked(prep.template, prep.train)
         advance(1)
+    fit_s = time.perf_counter() - t0
     if randomized.is_randomized(prep):  # decided violations beyond the training randomness (mitigate_random)
-        result, fits = randomized.run_replicates(prep, positions, full, options, resolve_jobs(options.jobs),
-                                                 progress, label)
-        return Trained(result.p_full, result.p_loo, full, "replicates", 1 + fits, None, result)
+        least = randomized.parse_replicates(options.replicates)[0] * (len(positions) + 1)  # fewest fits: as pdtp's
+        workers = choose_workers(options.jobs, options.backend, least, fit_s)
+        result, fits = randomized.run_replicates(prep, positions, full, options, workers["workers"], progress, label)
+        return Trained(result.p_full, result.p_loo, full, "replicates", 1 + fits, workers, result)
     workers = None
     if isinstance(engine, RefitEngine):  # refits: workers only when they pay (an exact engine keeps --jobs)
-        workers = choose_workers(options.jobs, options.backend, len(positions), time.perf_counter() - t0)
+        workers = choose_workers(options.jobs, options.backend, len(positions), fit_s)
     jobs = workers["workers"] if workers is not None else resolve_jobs(options.jobs)
     request = LooRequest(prep.spec, prep.template, prep.train, full, prep.classes, positions, jobs, options.backend)
     with progress(len(positions), f"{label}: leave-one-out ({engine.name})") as advance:

@@ -117,7 +117,9 @@ DataArg = Annotated[
     Path | None, typer.Argument(help="Dataset: CSV, CSV.gz or Parquet (see data.read); omit both for the demo.")
 ]
 ModelOpt = Annotated[Path | None, typer.Option("--model", "-m", help="Model spec YAML.")]
-JobsOpt = Annotated[int, typer.Option("--jobs", "-j", help="Parallel workers; 0 = every core.")]
+JobsOpt = Annotated[int, typer.Option(
+    "--jobs", "-j", help="Parallel workers; 0 = every core, but model fits too short to pay for starting workers "
+    "run in this process (the run says which); N = N workers as given.")]
 ThresholdOpt = Annotated[float, typer.Option(help="DTP-1 threshold on PDTP (log-ratio).")]
 TrainSizeOpt = Annotated[int | None, typer.Option(help="Override data.train_size.")]
 SeedOpt = Annotated[int | None, typer.Option(help="Override the spec's seed.")]

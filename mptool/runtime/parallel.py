@@ -145,17 +145,23 @@ def choose_workers(jobs: int | None, backend: str, fits: int, fit_s: float) -> d
     are estimated to finish before the workers would: starting them costs
     :data:`WORKER_START_S` and more on a loaded machine, and they speed the fits up by at most
     the cores over the load per core (the estimate of ``mptool attack``'s planner,
-    :func:`mptool.attacks.plan.time_costs`). The results are the same for any count. Returns
-    ``requested``, ``workers`` (the count used), ``fits``, ``fit_s`` and ``why``.
+    :func:`mptool.attacks.plan.time_costs`). A given ``--jobs N`` (N > 1) on loky workers still
+    says that estimate in ``why``, so a user who asked for workers on short work sees what they
+    cost. The results are the same for any count. Returns ``requested``, ``workers`` (the count
+    used), ``fits``, ``fit_s`` and ``why``.
     """
     requested = resolve_jobs(jobs)
     out = {"requested": requested, "workers": requested, "fits": int(fits), "fit_s": round(float(fit_s), 6)}
-    if jobs is not None and jobs > 0:
-        return {**out, "why": "--jobs as given"}
-    if backend != "loky" or requested <= 1:
-        return {**out, "why": f"every worker of the {backend} backend"}
     alone = fits * fit_s
     spread = parallel_seconds(alone, requested, start=True)
+    if jobs is not None and jobs > 0:
+        if backend != "loky" or requested <= 1 or fits <= 0:
+            return {**out, "why": "--jobs as given"}
+        slower = ": slower than this process alone" if alone <= spread else ""
+        return {**out, "why": f"--jobs as given; about {alone:.1f} s of fits in this process, {spread:.1f} s on "
+                f"{requested} workers with their start{slower}"}
+    if backend != "loky" or requested <= 1:
+        return {**out, "why": f"every worker of the {backend} backend"}
     if alone <= spread:
         return {**out, "workers": 1, "why": f"in this process: about {alone:.1f} s of fits, less than starting "
                 f"{requested} workers and sharing the fits ({spread:.1f} s)"}
