@@ -22,7 +22,9 @@ import pandas as pd
 import pytest
 from conftest import CliResult, mixed_frame, run_cli, write_spec
 
+from mptool.api import costs
 from mptool.api import mitigate as mitigate_api
+from mptool.api.costs import FitTime, replicate_phase
 from mptool.inputs.prepare import prepare
 from mptool.inputs.spec import load_spec
 from mptool.runtime import parallel
@@ -168,3 +170,22 @@ def test_help_says_what_jobs_0_does(cmd: str) -> None:
     text = re.sub(r"\s+", " ", res.stdout)
     assert "0 = every core, but model fits too short to pay for starting workers run in this process" in text
     assert "[default: 0]" in text
+
+
+def test_mitigate_estimate_of_randomized_training_uses_the_runs_worker_choice(
+        files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan line prices the replicates on the workers train_and_loo will choose (here this process), not on
+    every core: with a worker start priced out of reach, the estimate is that of one worker."""
+    csv, spec_path = files
+    prep = prepare(csv, load_spec(spec_path, {}))
+    n = prep.train.n
+    fake = FitTime(0.01, ((n, 0.01),), 1.0, None, None)  # type: ignore[arg-type]  # one fit of A(T): 0.01 s
+    monkeypatch.setattr(costs, "time_fit", lambda *a, **k: fake)
+    monkeypatch.setattr(costs, "process_age", lambda: 0.0)
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(parallel, "WORKER_START_S", 1e6)
+    lo, hi = costs.mitigate_seconds(prep, [], 5, None, sample=True, removal_steps=0, replicates=(4, 32))
+    phase = replicate_phase(fake, n, 5, (4, 32), 1, True)
+    assert lo == pytest.approx(fake.main_seconds + phase.seconds, rel=1e-9)  # float sums
+    assert hi == pytest.approx(fake.main_seconds + phase.seconds_high, rel=1e-9)
+    assert hi < 1e6  # no worker start in it

@@ -477,7 +477,7 @@ def mitigate_seconds(prep: Any, specs: list[Any], n_audited: int, jobs: int | No
     from mptool.inputs.prepare import respecified
 
     if replicates is not None:
-        return mitigate_replicates(prep, specs, n_audited, jobs, replicates, scored)
+        return mitigate_replicates(prep, specs, n_audited, jobs, replicates, scored, backend)
     T = prep.train
     fixed, alone, workers, exact, fit = train_cost(prep, n_audited, jobs, backend)
 
@@ -515,20 +515,23 @@ def scoring_seconds(prep: Any, model: Any, scored: int) -> float:
 
 
 def mitigate_replicates(prep: Any, specs: list[Any], n_audited: int, jobs: int | None,
-                        replicates: tuple[int, int], scored: int = 0) -> tuple[float, float]:
+                        replicates: tuple[int, int], scored: int = 0, backend: str = "loky") -> tuple[float, float]:
     """(low, high) wall seconds of ``mptool mitigate`` on randomized training (:mod:`mptool.api.mitigate_random`).
 
     Each trained configuration (the baseline, then ``specs``) fits A(T) in this process and runs the
-    replicate engine on every core (``--jobs``), MIN to MAX replicates per record (:func:`replicate_phase`,
-    the workers started once); each retrained setting first runs its own randomness check (A(T) and
-    :func:`mptool.loo.randomness.planned_fits` refits, in this process); the baseline's ran before the plan
-    line and is in :func:`process_age`. A setting of another estimator is timed on its own (1 CPU s of fits),
-    one of the baseline's estimator takes the baseline's timing. Release settings reuse the baseline's
-    replicates with no fit (:func:`mptool.loo.replicates.redecided`): nothing to add."""
+    replicate engine on the workers the run chooses (:func:`mptool.api.mitigate.train_and_loo`: MIN
+    replicates per record weighed against starting them), MIN to MAX replicates per record
+    (:func:`replicate_phase`, the workers started once); each retrained setting first runs its own
+    randomness check (A(T) and :func:`mptool.loo.randomness.planned_fits` refits, in this process); the
+    baseline's ran before the plan line and is in :func:`process_age`. A setting of another estimator is
+    timed on its own (1 CPU s of fits), one of the baseline's estimator takes the baseline's timing.
+    Release settings reuse the baseline's replicates with no fit (:func:`mptool.loo.replicates.redecided`):
+    nothing to add."""
     from mptool.inputs.prepare import respecified
 
-    T, seed, workers = prep.train, prep.spec.seed, resolve_jobs(jobs)
+    T, seed = prep.train, prep.spec.seed
     base = time_fit(prep.template, T, seed, prep.classes, one_thread=True)
+    workers = choose_workers(jobs, backend, replicates[0] * (n_audited + 1), base.main_seconds)["workers"]
     lo = hi = process_age()
     for i, spec in enumerate([None, *specs]):
         sub = prep if spec is None else respecified(prep, spec)
