@@ -1,0 +1,97 @@
+"""Red-team pass over the replicate engine in the CI-gate use (red3; docs/bad-input.md section red3).
+
+Each test is one finding: it failed before its fix. Known-answer data (26 rows with an id column,
+mptool.inputs.known_answer), in-process runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli, write_spec
+
+from mptool.inputs.known_answer import ESTIMATOR, MODULE, known_frame
+
+KEY = "red3-key"
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", KEY)  # results signed, records matched by keyed fingerprint
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("red3")
+    frame = known_frame(0)[0]
+    frame.insert(0, "rid", [f"r{i}" for i in range(len(frame))])
+    frame.to_csv(d / "d.csv", index=False)
+    spec = write_spec(d / "s.yaml", ESTIMATOR, data={"id": "rid"},
+                      model={"params": {"weight_feature": 1, "noise": 1.0}, "preprocess": "none"})
+    return d, spec
+
+
+def _pdtp(d: Path, spec: Path, out: Path, *extra: str):
+    return run_cli("pdtp", d / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", out, "--jobs", "1",
+                   "--force", "--quiet", *extra)
+
+
+# ---------------------------------------------- red3-1: --sample with decided violations and undecided records
+
+
+def test_sample_with_violations_and_undecided_records_says_no_bound(data, tmp_path: Path) -> None:
+    """--sample on the replicate engine, some records decided above and some undecided: pdtp.json has no
+    Clopper-Pearson bound (null), and the verdict line formatted it as a number: exit 3 after the result files
+    were written, no verdict line. Now exit 1 with the verdict line saying there is no bound."""
+    d, spec = data
+    res = _pdtp(d, spec, tmp_path / "o", "--replicates", "4:4", "--sample", "12", "--format", "junit")
+    summary = json.loads((tmp_path / "o" / "pdtp.json").read_text())["summary"]
+    assert summary["violations"] > 0 and summary["undecided"] > 0  # the case: VIOLATED with undecided records
+    assert summary["sample"]["fraction_upper_95"] is None
+    assert res.code == 1, res.stderr
+    assert "internal error" not in res.stderr
+    line = res.stdout.strip().splitlines()[-1]
+    assert line.startswith("DTP-1 VIOLATED: ")
+    assert line.endswith("; sample of 12 of 26 records (no bound while records are undecided)")
+    assert "a seeded sample of 12 of 26 records (no bound)" in (tmp_path / "o" / "junit.xml").read_text()
+
+
+# ---------------------------------------------- red3-2: MPTOOL_TODAY keeps expired waivers in force, unnamed
+
+
+def test_injected_date_that_keeps_waivers_in_force_is_named(data, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """MPTOOL_TODAY set before the system date kept waivers that had expired by the system date in force: the
+    gate passed (exit 0) and only pdtp.json's ``waivers.today`` showed the date, not that it was injected. Now
+    the gate line, the JUnit evidence and pdtp.json name MPTOOL_TODAY and the system date."""
+    d, spec = data
+    base = _pdtp(d, spec, tmp_path / "plain", "--replicates", "4:8")
+    assert base.code == 1
+    table = (tmp_path / "plain" / "pdtp.csv").read_text().splitlines()
+    head = table[0].split(",")
+    above = [r.split(",")[head.index("id")] for r in table[1:] if r.split(",")[head.index("violation")] == "True"]
+    system = dt.date.today()
+    injected, expired = system - dt.timedelta(days=200), system - dt.timedelta(days=100)
+    lines = ["waivers:"]
+    for rid in above:
+        lines += [f"  - record: '{rid}'", "    reason: accepted", "    who: eve", f"    expires: {expired}"]
+    (tmp_path / "w.yaml").write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("MPTOOL_TODAY", injected.isoformat())
+    res = _pdtp(d, spec, tmp_path / "w", "--replicates", "4:8", "--waivers", tmp_path / "w.yaml",
+                "--format", "junit")
+    assert res.code == 0, res.stdout + res.stderr  # the waivers are in force on the injected date: named below
+    note = f"waiver expiry judged as of {injected} (MPTOOL_TODAY), not the system date {system}"
+    gate = next(ln for ln in res.stdout.splitlines() if ln.startswith("gate "))
+    assert gate.startswith("gate passed (pass-with-waivers)") and note in gate
+    assert f'value="{note}"' in (tmp_path / "w" / "junit.xml").read_text()
+    said = json.loads((tmp_path / "w" / "pdtp.json").read_text())["summary"]["baseline"]["waivers"]
+    assert (said["today"], said["today_from"], said["clock"]) == (injected.isoformat(), "MPTOOL_TODAY",
+                                                                  system.isoformat())
+    monkeypatch.delenv("MPTOOL_TODAY")  # the system date: every waiver expired, every violation counts again
+    late = _pdtp(d, spec, tmp_path / "late", "--replicates", "4:8", "--waivers", tmp_path / "w.yaml")
+    assert late.code == 1 and "MPTOOL_TODAY" not in late.stdout
+    said = json.loads((tmp_path / "late" / "pdtp.json").read_text())["summary"]["baseline"]["waivers"]
+    assert said["today_from"] == "clock" and "clock" not in said
