@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, write_spec
+from test_bad_input import snapshot
 
 from mptool.inputs.known_answer import ESTIMATOR, MODULE, known_frame
 
@@ -95,3 +96,62 @@ def test_injected_date_that_keeps_waivers_in_force_is_named(data, tmp_path: Path
     assert late.code == 1 and "MPTOOL_TODAY" not in late.stdout
     said = json.loads((tmp_path / "late" / "pdtp.json").read_text())["summary"]["baseline"]["waivers"]
     assert said["today_from"] == "clock" and "clock" not in said
+
+
+# ---------------------------------------------- red3-3: numbers beyond a float in a hostile pdtp.json (report)
+
+
+@pytest.fixture(scope="module")
+def stopped_run(data, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A replicate run stopped by --fail-fast (its pdtp.json has the fail-fast block the report reads)."""
+    d, spec = data
+    out = tmp_path_factory.mktemp("red3-ff") / "ff"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MPTOOL_FINGERPRINT_KEY", KEY)
+        assert _pdtp(d, spec, out, "--replicates", "4:8", "--fail-fast").code == 1
+    return out
+
+
+def _edited(run: Path, folder: Path, edit) -> Path:
+    folder.mkdir()
+    for name in ("pdtp.csv", "pdtp.json"):
+        (folder / name).write_bytes((run / name).read_bytes())
+    doc = json.loads((folder / "pdtp.json").read_text())
+    edit(doc["summary"])
+    (folder / "pdtp.json").write_text(json.dumps(doc))  # a whole number of 401 digits is valid JSON
+    return folder
+
+
+HUGE = 10**400
+
+
+@pytest.mark.parametrize(("edit", "fragment"), [
+    (lambda s: s.update(max=HUGE), "summary.max disagrees with the records in pdtp.csv"),
+    (lambda s: s.update(threshold=HUGE), "summary.threshold is not a finite number"),
+    (lambda s: s["replicates"]["fail_fast_spending"].update(level=HUGE),
+     "summary.replicates.fail_fast_spending is not the --fail-fast block mptool writes"),
+], ids=["max", "threshold", "fail-fast-level"])
+def test_report_refuses_a_number_beyond_a_float(stopped_run, tmp_path: Path, edit, fragment) -> None:
+    """A whole number beyond a float's range where pdtp.json has a number: OverflowError, exit 3. Now the
+    edit is refused as any other (exit 2, one line, nothing written)."""
+
+    folder = _edited(stopped_run, tmp_path / "run", edit)
+    before = snapshot(tmp_path)
+    res = run_cli("report", folder, "--format", "md", "--out", folder / "r.md")
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("mptool: error:")]
+    assert res.code == 2 and len(lines) == 1 and fragment in lines[0], res.stderr
+    assert "internal error" not in res.stderr and snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("edit", [
+    lambda s: s["replicates"].update(confidence="<b>x</b>"),
+    lambda s: s["replicates"].update(confidence=HUGE),
+    lambda s: s.update(train_accuracy=HUGE),
+], ids=["confidence-text", "confidence-huge", "train-accuracy-huge"])
+def test_report_of_a_number_it_only_shows(stopped_run, tmp_path: Path, edit) -> None:
+    """A value the report only shows (not the verdict's): text or a number beyond a float crashed it (exit 3);
+    now it is left out ("confidence not stated", the accuracy row empty) and the verdict still checked."""
+    folder = _edited(stopped_run, tmp_path / "run", edit)
+    res = run_cli("report", folder, "--format", "md", "--out", "-")
+    assert res.code == 0, res.stderr
+    assert "DTP-1 VIOLATED" in res.stdout and "<b>" not in res.stdout
