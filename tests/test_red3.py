@@ -155,3 +155,37 @@ def test_report_of_a_number_it_only_shows(stopped_run, tmp_path: Path, edit) -> 
     res = run_cli("report", folder, "--format", "md", "--out", "-")
     assert res.code == 0, res.stderr
     assert "DTP-1 VIOLATED" in res.stdout and "<b>" not in res.stdout
+
+
+# ---------------------------------------------- red3-4: an unkeyed hash of task arguments in checkpoint names
+
+
+def _count_yes(y, offset: int) -> int:
+    return int((y == "yes").sum()) + offset
+
+
+def test_checkpoint_task_names_are_keyed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run_tasks chunk (attack, reduce-dtp) was named by joblib's hash of the task's arguments, small arrays
+    whole (an attack's labels of D): the same name under every checkpoint key, so whoever knows every label but
+    one tried the candidates against the file name. Now the name holds an HMAC under the checkpoint key, and a
+    resumed run still finds its chunks."""
+    import numpy as np
+
+    from mptool.runtime.checkpoint import Checkpoint, run_key
+    from mptool.runtime.parallel import checkpointing, run_tasks, task_fingerprint
+
+    labels = np.array(["yes", "no", "yes"])
+    key = run_key("test", "s" * 64, "d" * 64, {})
+    names = {}
+    for secret in ("secret-1", "secret-2"):
+        monkeypatch.setenv("MPTOOL_CHECKPOINT_KEY", secret)
+        with checkpointing(Checkpoint.open(tmp_path / secret, key, resume=False)):
+            assert run_tasks(_count_yes, [(labels, 0)], jobs=1) == [2]
+        names[secret] = [p.name for p in (tmp_path / secret / ".checkpoint").glob("task-*.npz")]
+        assert len(names[secret]) == 1
+        assert task_fingerprint(_count_yes, (labels, 0)) not in names[secret][0]  # what anyone can compute
+    assert names["secret-1"] != names["secret-2"]
+    again = Checkpoint.open(tmp_path / "secret-2", key, resume=True)
+    with checkpointing(again):
+        assert run_tasks(_count_yes, [(labels, 0)], jobs=1) == [2]
+    assert again.reused == {"task-00000": 1}
