@@ -189,3 +189,18 @@ def test_checkpoint_task_names_are_keyed(tmp_path: Path, monkeypatch: pytest.Mon
     with checkpointing(again):
         assert run_tasks(_count_yes, [(labels, 0)], jobs=1) == [2]
     assert again.reused == {"task-00000": 1}
+
+
+# ---------------------------------------------- red3-5: a number beyond a float in attack.json's ROC points
+
+
+def test_report_leaves_out_a_roc_curve_beyond_a_float(stopped_run, tmp_path: Path) -> None:
+    """attack.json's ROC points holding a whole number beyond a float's range crashed the report (exit 3);
+    now the curve is left out as any ROC that cannot be read."""
+    folder = _edited(stopped_run, tmp_path / "run", lambda s: None)
+    roc = {"fpr": [0, HUGE, 1], "tpr": [0, 0.5, 1]}
+    (folder / "attack.json").write_text(json.dumps({"summary": {"estimator": "E"}, "attacks": {
+        "distance": {"accuracy": 0.55, "auc": 0.6, "roc": roc}}}))
+    res = run_cli("report", folder, "--format", "md", "--out", "-")
+    assert res.code == 0, res.stderr
+    assert "DTP-1 VIOLATED" in res.stdout and "internal error" not in res.stderr
