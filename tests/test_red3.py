@@ -113,7 +113,7 @@ def stopped_run(data, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _edited(run: Path, folder: Path, edit) -> Path:
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for name in ("pdtp.csv", "pdtp.json"):
         (folder / name).write_bytes((run / name).read_bytes())
     doc = json.loads((folder / "pdtp.json").read_text())
@@ -204,3 +204,19 @@ def test_report_leaves_out_a_roc_curve_beyond_a_float(stopped_run, tmp_path: Pat
     res = run_cli("report", folder, "--format", "md", "--out", "-")
     assert res.code == 0, res.stderr
     assert "DTP-1 VIOLATED" in res.stdout and "internal error" not in res.stderr
+
+
+# ---------------------------------------------- red3-6: report --history of a run whose threshold is not a number
+
+
+@pytest.mark.parametrize("value", [None, "1.5", HUGE, -1.0, True], ids=["null", "text", "huge", "negative", "bool"])
+def test_history_leaves_out_a_run_whose_threshold_is_not_a_number(stopped_run, tmp_path: Path, value) -> None:
+    """report --history read each run's summary.threshold with float(): null, a list or text crashed it (exit
+    3), a quoted number was used. Now such a run is left out with a note, as any run that cannot be read."""
+    runs = tmp_path / "runs"
+    _edited(stopped_run, runs / "1-good", lambda s: None)
+    _edited(stopped_run, runs / "2-edited", lambda s: s.update(threshold=value))
+    res = run_cli("report", "--history", runs, "--format", "md", "--out", "-")
+    assert res.code == 0, res.stderr
+    assert "2-edited: left out (summary.threshold is not a finite number above 0)" in res.stderr
+    assert "| 1-good |" in res.stdout and "| 2-edited |" not in res.stdout
