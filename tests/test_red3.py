@@ -220,3 +220,27 @@ def test_history_leaves_out_a_run_whose_threshold_is_not_a_number(stopped_run, t
     assert res.code == 0, res.stderr
     assert "2-edited: left out (summary.threshold is not a finite number above 0)" in res.stderr
     assert "| 1-good |" in res.stdout and "| 2-edited |" not in res.stdout
+
+
+# ---------------------------------------------- red3-7: a noncharacter in a data id made junit.xml unreadable
+
+
+def test_junit_stays_well_formed_with_noncharacters_in_ids(data, tmp_path: Path) -> None:
+    """U+FFFE and U+FFFF are not characters XML 1.0 can hold, and the escaping before ElementTree let them
+    through: a data id holding one (the ids of violating records are listed in junit.xml) made the file not
+    well-formed, so a CI test reporter could not read the gate. Now they are written as visible escapes."""
+    import xml.etree.ElementTree as ET
+
+    import pandas as pd
+
+    d, spec = data
+    frame = pd.read_csv(d / "d.csv")
+    frame.loc[0, "rid"], frame.loc[1, "rid"] = "r0\ufffe", "r1\uffff"  # rows 0 and 1 are memorised (violations)
+    (tmp_path / "d.csv").write_text(frame.to_csv(index=False), encoding="utf-8")
+    res = run_cli("pdtp", tmp_path / "d.csv", "-m", spec, "--allow-import", MODULE, "--out", tmp_path / "o",
+                  "--jobs", "1", "--quiet", "--replicates", "4:8", "--format", "junit")
+    assert res.code == 1, res.stderr
+    text = (tmp_path / "o" / "junit.xml").read_text(encoding="utf-8")
+    assert "\ufffe" not in text and "\uffff" not in text
+    assert "id r0\\ufffe" in text and "id r1\\uffff" in text
+    ET.fromstring(text.encode("utf-8"))  # well-formed
