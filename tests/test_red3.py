@@ -244,3 +244,18 @@ def test_junit_stays_well_formed_with_noncharacters_in_ids(data, tmp_path: Path)
     assert "\ufffe" not in text and "\uffff" not in text
     assert "id r0\\ufffe" in text and "id r1\\uffff" in text
     ET.fromstring(text.encode("utf-8"))  # well-formed
+
+
+# ---------------------------------------------- red3-8: mitigate.json's notes not a list (report)
+
+
+def test_report_of_mitigate_notes_that_are_not_a_list(stopped_run, tmp_path: Path) -> None:
+    """mitigate.json's ``notes`` as a number crashed the report ('int' object is not iterable, exit 3); now an
+    entry that is not a list is read as no notes."""
+    folder = _edited(stopped_run, tmp_path / "run", lambda s: None)
+    (folder / "mitigate.csv").write_text("setting,family,change,max_pdtp,accuracy,passes,why_not\n"
+                                         "baseline,baseline,none,0.5,0.8,True,\n")
+    (folder / "mitigate.json").write_text(json.dumps({"target": 1.0, "sentence": "s", "notes": 5}))
+    res = run_cli("report", folder, "--format", "md", "--out", "-")
+    assert res.code == 0, res.stderr
+    assert "internal error" not in res.stderr and "| baseline |" in res.stdout
