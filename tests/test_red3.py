@@ -259,3 +259,24 @@ def test_report_of_mitigate_notes_that_are_not_a_list(stopped_run, tmp_path: Pat
     res = run_cli("report", folder, "--format", "md", "--out", "-")
     assert res.code == 0, res.stderr
     assert "internal error" not in res.stderr and "| baseline |" in res.stdout
+
+
+# ---------------------------------------------- red3-9: LightGBM's own parameter errors at the first fit
+
+
+@pytest.mark.parametrize("params", [{"num_leaves": 1}, {"boosting_type": "rf"}, {"objective": "multiclass"}],
+                         ids=["num_leaves", "rf-without-bagging", "multiclass"])
+def test_lightgbm_parameter_error_is_bad_input(tmp_path: Path, params) -> None:
+    """LightGBM checks these parameters in its C library at fit and raises LightGBMError, which is neither a
+    ValueError nor a TypeError: an internal error (exit 3). Now refused as any failed fit of A(T): exit 2, one
+    line, nothing written."""
+    pytest.importorskip("lightgbm")
+    from conftest import mixed_frame
+    from test_bad_input import assert_refused
+
+    mixed_frame(30).to_csv(tmp_path / "d.csv", index=False)
+    spec = write_spec(tmp_path / "s.yaml", "lightgbm.LGBMClassifier", model={"params": {"n_estimators": 3, **params}})
+    before = snapshot(tmp_path)
+    res = run_cli("pdtp", tmp_path / "d.csv", "-m", spec, "--allow-import", "lightgbm", "--out", tmp_path / "o",
+                  "--jobs", "1", "--quiet")
+    assert_refused(res, ["model: fitting the pipeline on the training set failed: "], tmp_path, before)
