@@ -11,10 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import run_cli, write_spec
 from test_bad_input import snapshot
 
-from mptool.inputs.known_answer import ESTIMATOR, MODULE, known_frame
+from mptool.inputs.known_answer import MODULE, known_frame, known_spec
 
 KEY = "red3-key"
 
@@ -26,13 +27,14 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("red3")
+    """The known-answer data with an id column (d.csv) and its spec (s.yaml: noise 1, weight column w)."""
+    d, spec = tmp_path_factory.mktemp("red3"), known_spec()
+    spec["data"]["id"] = "rid"
+    (d / "s.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     frame = known_frame(0)[0]
     frame.insert(0, "rid", [f"r{i}" for i in range(len(frame))])
     frame.to_csv(d / "d.csv", index=False)
-    spec = write_spec(d / "s.yaml", ESTIMATOR, data={"id": "rid"},
-                      model={"params": {"weight_feature": 1, "noise": 1.0}, "preprocess": "none"})
-    return d, spec
+    return d, d / "s.yaml"
 
 
 def _pdtp(d: Path, spec: Path, out: Path, *extra: str):
