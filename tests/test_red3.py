@@ -282,3 +282,30 @@ def test_lightgbm_parameter_error_is_bad_input(tmp_path: Path, params) -> None:
     res = run_cli("pdtp", tmp_path / "d.csv", "-m", spec, "--allow-import", "lightgbm", "--out", tmp_path / "o",
                   "--jobs", "1", "--quiet")
     assert_refused(res, ["model: fitting the pipeline on the training set failed: "], tmp_path, before)
+
+
+# ---------------------------------------------- red3-10: output.release round 0 dropped as if false
+
+
+def test_release_round_zero_is_measured_and_named(tmp_path: Path) -> None:
+    """``output.release: {round: 0}`` (hard 0/1 outputs, allowed: round 0 .. 15) was read as no policy, since
+    0 == False: the gate measured the full vector, passed a model whose released outputs violate (exit 0,
+    "DTP-1 holds") and named no policy. Now it is measured as released and named, as round 1 is."""
+    from conftest import mixed_frame
+
+    mixed_frame(40).to_csv(tmp_path / "d.csv", index=False)
+    runs = {}
+    for name, release in (("none", None), ("round0", {"round": 0}), ("label", {"label_only": True})):
+        output = {"bin_size": 0.01, **({"release": release} if release else {})}
+        spec = write_spec(tmp_path / f"{name}.yaml", "logistic_regression", model={"params": {"C": 0.05}},
+                          output=output)
+        runs[name] = run_cli("pdtp", tmp_path / "d.csv", "-m", spec, "--out", tmp_path / name, "--quiet",
+                             "--threshold", "2", "--format", "junit")
+    assert runs["none"].code == 0  # the full vector passes
+    assert runs["label"].code == 1  # two classes: hard labels, as round 0 gives
+    res = runs["round0"]
+    assert res.code == 1, res.stdout + res.stderr
+    assert "release policy round=0: measured as released" in res.stdout
+    said = json.loads((tmp_path / "round0" / "pdtp.json").read_text())["summary"]
+    assert said["release"] == {"round": 0} and said["release_measured"] == {"round": 0}
+    assert 'value="release policy round=0: measured as released' in (tmp_path / "round0" / "junit.xml").read_text()
