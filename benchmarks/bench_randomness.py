@@ -25,6 +25,12 @@ Usage: python benchmarks/bench_randomness.py [--models nn,rf,lgbm] [--replicates
        nulls, more audited records of the same T)
        python benchmarks/bench_randomness.py --time-to-verdict [--models ...] [--budget FITS] [--error-control bh]
        python benchmarks/bench_randomness.py --known-answer 10 --replicates 4:8   (calibration on ground truth)
+
+``--engines refit`` or ``--engines replicates`` runs one engine only; ``--checkpoint DIR`` saves each engine's
+finished fits under DIR/<model>-<engine> (the CLI's ``--resume`` checkpoint), so an audit too long for one
+sitting is continued by running the same command again: the results are those of an uninterrupted run, the
+fits column counts the fits taken from the checkpoint too, and the CPU and wall columns are this sitting's
+only (the line after the row says how many fits were taken from the checkpoint).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: this process
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -45,6 +53,7 @@ from bench_task_overhead import cpu_all  # noqa: E402 - CPU of this process and 
 import mptool  # noqa: E402
 from mptool.cli.pdtp import qualified_verdict, verdict_line  # noqa: E402
 from mptool.inputs.bundled import ADULT_CSV, config  # noqa: E402
+from mptool.runtime.checkpoint import Checkpoint  # noqa: E402
 
 GROUPS, NULLS_PER_GROUP, CANARIES, RANDOM, N_TRAIN = 5, 2, 10, 30, 1000
 LGBM = {"data": {"label": "income", "drop": ["fnlwgt"], "train_size": 1000, "missing": "drop"},
@@ -194,6 +203,9 @@ def main() -> None:
                     f"{GROUPS * 12})")
     ap.add_argument("--time-to-verdict", action="store_true", help="instead: --fail-fast on every record of T")
     ap.add_argument("--error-control", default="bh", help="replicate engine's error control with --time-to-verdict")
+    ap.add_argument("--engines", default="refit,replicates", help="which engines to run (one or both)")
+    ap.add_argument("--checkpoint", default=None, metavar="DIR",
+                    help="save finished fits under DIR and take them from there when rerun (resume)")
     ap.add_argument("--known-answer", type=int, default=0, metavar="DRAWS",
                     help="instead: the known-answer calibration over DRAWS seeds (tests/test_randomness.py)")
     ap.add_argument("--ka-params", default="", help="known-answer parameters, e.g. noise=2,memorise=3")
@@ -213,31 +225,55 @@ def main() -> None:
     print("| model | engine | nulls flagged | canaries flagged | random flagged | fits | CPU s "
           "| wall s | load |")
     print("|---|---|---|---|---|---|---|---|---|")
+    engines = set(args.engines.split(","))
     for name in args.models.split(","):
         spec = spec_for(name)
         allow = ("lightgbm",) if name == "lgbm" else ()
         load0 = os.getloadavg()[0]
-        old, c_old, w_old = timed(lambda spec=spec, allow=allow: mptool.pdtp(
-            t, spec, records=records, engine="refit", jobs=2, allow_import=allow))
-        new, c_new, w_new = timed(lambda spec=spec, allow=allow: mptool.pdtp(
-            t, spec, records=records, engine="auto", jobs=2, allow_import=allow, replicates=args.replicates,
-            budget=args.budget))
-        load = f"{load0:.1f}-{os.getloadavg()[0]:.1f}"
-        floor = old.summary["noise_floor"]
-        fits_old = len(records) + floor.get("records", 0)
-        print(f"| {name} | refit (today) | {flags(old.table, kinds['null'])} | {flags(old.table, kinds['canary'])} "
-              f"| {flags(old.table, kinds['random'])} | {fits_old} | {c_old:.0f} | {w_old:.0f} | {load} |")
-        rep = new.summary["replicates"]
-        print(f"| {name} | replicates | {flags(new.table, kinds['null'])} | {flags(new.table, kinds['canary'])} "
-              f"| {flags(new.table, kinds['random'])} | {rep['fits']} | {c_new:.0f} | {w_new:.0f} | {load} |")
-        above = sum(bool(x) for x in old.table.set_index("row").loc[kinds["null"], "above_noise_floor"]) \
-            if "above_noise_floor" in old.table else None
-        print(f"|   | {name}: randomness {new.summary['randomness']['sources']}; today's floor p95 "
-              f"{floor.get('p95', float('nan')):.3f}, nulls above it {above}; replicates used "
-              f"{rep['replicates_used']}; decided below {rep['decided_below']}, undecided {rep['undecided']}; "
-              f"wall ratio replicates/refit {w_new / w_old:.1f}, CPU {c_new / c_old:.1f} | | | | | | | |",
-              flush=True)
+        saved: dict[str, Any] = {}
 
+        def resumable(engine: str, saved: dict[str, Any] = saved, name: str = name) -> Any:
+            """A checkpoint factory for the API (None without --checkpoint); keeps the Checkpoint to count reuse."""
+            if not args.checkpoint:
+                return None
+
+            def factory(key: dict[str, Any]) -> Checkpoint:
+                saved[engine] = Checkpoint.open(Path(args.checkpoint) / f"{name}-{engine}", key, resume=True)
+                return saved[engine]
+            return factory
+
+        if "refit" in engines:
+            old, c_old, w_old = timed(lambda spec=spec, allow=allow: mptool.pdtp(
+                t, spec, records=records, engine="refit", jobs=2, allow_import=allow,
+                checkpoint=resumable("refit")))
+            floor = old.summary["noise_floor"]
+            fits_old = len(records) + floor.get("records", 0)
+            print(f"| {name} | refit (today) | {flags(old.table, kinds['null'])} "
+                  f"| {flags(old.table, kinds['canary'])} | {flags(old.table, kinds['random'])} | {fits_old} "
+                  f"| {c_old:.0f} | {w_old:.0f} | {load0:.1f}-{os.getloadavg()[0]:.1f} |", flush=True)
+            above = sum(bool(x) for x in old.table.set_index("row").loc[kinds["null"], "above_noise_floor"]) \
+                if "above_noise_floor" in old.table else None
+            print(f"|   | {name}: today's floor p95 {floor.get('p95', float('nan')):.3f}, nulls above it {above}; "
+                  f"chunks from a checkpoint {reused(saved.get('refit'))} | | | | | | | |", flush=True)
+        if "replicates" in engines:
+            new, c_new, w_new = timed(lambda spec=spec, allow=allow: mptool.pdtp(
+                t, spec, records=records, engine="auto", jobs=2, allow_import=allow, replicates=args.replicates,
+                budget=args.budget, checkpoint=resumable("replicates")))
+            rep = new.summary["replicates"]
+            print(f"| {name} | replicates | {flags(new.table, kinds['null'])} | {flags(new.table, kinds['canary'])} "
+                  f"| {flags(new.table, kinds['random'])} | {rep['fits']} | {c_new:.0f} | {w_new:.0f} "
+                  f"| {load0:.1f}-{os.getloadavg()[0]:.1f} |")
+            ratio = f"wall ratio replicates/refit {w_new / w_old:.1f}, CPU {c_new / c_old:.1f}" \
+                if "refit" in engines else "refit engine not run in this sitting"
+            print(f"|   | {name}: randomness {new.summary['randomness']['sources']}; replicates used "
+                  f"{rep['replicates_used']}; decided below {rep['decided_below']}, undecided {rep['undecided']}; "
+                  f"{ratio}; items from a checkpoint {reused(saved.get('replicates'))} | | | | | | | |",
+                  flush=True)
+
+
+def reused(ckpt: Checkpoint | None) -> str:
+    """What a resumed engine took from its checkpoint (per stage), or "none"."""
+    return "none" if ckpt is None or not ckpt.reused else ", ".join(f"{k} {v}" for k, v in ckpt.reused.items())
 
 if __name__ == "__main__":
     main()

@@ -281,13 +281,15 @@ def run_engine(
 
 
 def loo_request(
-    prep: Prepared, options: PdtpOptions, positions: np.ndarray, full_model: Any, jobs: int, checkpoint: Any
+    prep: Prepared, options: PdtpOptions, positions: np.ndarray, full_model: Any, jobs: int, checkpoint: Any,
+    fit_s: float = 0.0,
 ) -> LooRequest:
-    """The engine's request: T, A(T), the records, the workers, and the ``--fail-fast`` stop rule."""
+    """The engine's request: T, A(T) (and how long its fit took), the records, the workers, and the
+    ``--fail-fast`` stop rule."""
     spec = prep.spec
     return LooRequest(
         spec, prep.template, prep.train, full_model, prep.classes, positions, jobs, options.backend,
-        checkpoint=checkpoint, order=options.order,
+        checkpoint=checkpoint, fit_s=fit_s, order=options.order,
         stop_on=violation_rule(
             options.threshold, spec.output.bin_size, options.gate, options.fail_fast, spec.output.release
         ),
@@ -399,7 +401,7 @@ def run_pdtp(
     t_fit = time.perf_counter()
     workers = pdtp_workers(prep, options, engine, len(positions), t_fit - t_fit0)
     jobs = workers["workers"]
-    request = loo_request(prep, options, positions, full_model, jobs, checkpoint)
+    request = loo_request(prep, options, positions, full_model, jobs, checkpoint, t_fit - t_fit0)
     if engine.name == "replicates":
         return run_randomized(prep, options, engine, request, randomness, key, progress, (t0, t_fit), workers)
     accuracy = categorical_accuracy(request) if engine.name == NaiveBayesEngine.name else None  # T encoded once

@@ -13,14 +13,13 @@ each trained on the rows of that label with features (x, q).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.exceptions import ConvergenceWarning
 
+import mptool.inputs.models  # noqa: F401 - registers the fit filters guard_fit holds (ConvergenceWarning muted)
 from mptool.inputs.data import Schema
 from mptool.runtime.signals import guard_fit
 
@@ -131,10 +130,8 @@ def _train_one(F: np.ndarray, labels: np.ndarray, seed: int) -> Any:
     if len(np.unique(labels)) < 2:
         return float(labels[0]) if len(labels) else 0.5
     clf = make_attack_classifier(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        with guard_fit():  # the attack MLP must not come back half-trained after a Ctrl-C
-            clf.fit(F, labels)
+    with guard_fit():  # the fit filters (a ConvergenceWarning muted), and no half-trained attack MLP after a Ctrl-C
+        clf.fit(F, labels)
     return clf
 
 

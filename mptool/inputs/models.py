@@ -11,10 +11,7 @@ import difflib
 import functools
 import importlib
 import sys
-import threading
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +27,8 @@ from mptool.inputs.dp_nb import DPCategoricalNB
 from mptool.inputs.memo import category_codes, factorized
 from mptool.inputs.neighbors import OrderFreeStandardScaler, TieStableKNeighborsClassifier
 from mptool.inputs.spec import ModelSpec, Spec
-from mptool.runtime import parallel, ui
+from mptool.runtime import signals, ui
 from mptool.runtime.errors import InputError
-from mptool.runtime.signals import guard_fit
 
 #: Short names → (dotted class path, default parameters). Users' params override defaults.
 SHORT_NAMES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -601,48 +597,15 @@ def model_numerics() -> np.errstate:
 
 
 def _fit_filters() -> None:
-    """Install the warning filters every fit runs under (:func:`quiet_fits`)."""
+    """Install the warning filters every fit runs under (held by ``signals.fit_filters``)."""
     warnings.simplefilter("ignore", ConvergenceWarning)
     warnings.simplefilter("ignore", UserWarning)
     warnings.filterwarnings("ignore", message=SVC_PROBABILITY_DEPRECATION, category=FutureWarning)
 
 
-# Held by the main thread for a whole threading or in-process Dask dispatch (runtime.parallel): code that is not a
-# fit but saves and restores the process-wide filter list in another thread (scikit-learn's own catch_warnings in a
-# predict, a save taken before the first fit began) cannot then drop them while a fit runs.
-parallel.THREAD_FILTERS.append(_fit_filters)
-
-#: The fit filters of :func:`quiet_fits`: one ``warnings.catch_warnings`` per process while any fit runs.
-_QUIET_LOCK = threading.Lock()
-_quiet: dict[str, Any] = {"depth": 0, "saved": None}
-
-
-@contextmanager
-def quiet_fits() -> Iterator[None]:
-    """Mute the warnings :func:`fit` mutes (ConvergenceWarning, UserWarning, SVC's deprecated ``probability``).
-
-    ``warnings.catch_warnings`` saves and restores the process-wide filter list, so two of them
-    overlapping in two threads (the threading backend) leave each other's fit unmuted: thread A's exit
-    restores the list A saw, dropping the filters while thread B's fit still runs (a ConvergenceWarning
-    then printed at random). Here the filters are installed by the first fit to enter and removed by
-    the last to leave (a count under a lock), so every fit in any thread runs with them; in one thread
-    it is exactly one ``catch_warnings`` per fit, as before.
-    """
-    with _QUIET_LOCK:
-        if _quiet["depth"] == 0:
-            saved = warnings.catch_warnings()
-            saved.__enter__()
-            _fit_filters()
-            _quiet["saved"] = saved
-        _quiet["depth"] += 1
-    try:
-        yield
-    finally:
-        with _QUIET_LOCK:
-            _quiet["depth"] -= 1
-            if _quiet["depth"] == 0:
-                _quiet.pop("saved").__exit__(None, None, None)
-                _quiet["saved"] = None
+# Held once per process while any fit runs, in any thread (signals.fit_filters, entered by guard_fit), and by the
+# dispatching thread for a whole threading or in-process Dask dispatch (runtime.parallel).
+signals.FIT_FILTERS.append(_fit_filters)
 
 
 def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) -> Any:
@@ -656,13 +619,12 @@ def fit(template: Pipeline | ClassifierMixin, X: pd.DataFrame, y: np.ndarray) ->
     est = model.steps[-1][1] if isinstance(model, Pipeline) else model
     coded = _label_codes(y) if type(est).__name__ in _CLASSES_ONLY and type(est).__module__ == "sklearn.naive_bayes" \
         else None
-    with quiet_fits():
-        with model_numerics(), guard_fit():  # guard_fit innermost (its docstring)
-            if coded is None:
-                model.fit(X, labels_for_fit(y))
-            else:
-                model.fit(X, coded[0])
-                est.classes_ = coded[1]
+    with model_numerics(), signals.guard_fit():  # the fit filters, held while any fit in any thread runs
+        if coded is None:
+            model.fit(X, labels_for_fit(y))
+        else:
+            model.fit(X, coded[0])
+            est.classes_ = coded[1]
     return model
 
 

@@ -30,6 +30,8 @@ class LooRequest:
     backend: str = "loky"
     # mptool.runtime.checkpoint.Checkpoint: save finished chunks, skip saved ones (refit and replicate engines)
     checkpoint: Any = None
+    # Seconds A(T)'s fit took (0: not timed): bounds a chunk of refits in time (runtime.parallel.chunk_limit)
+    fit_s: float = 0.0
     # Refit engine only (exact engines compute every record at once and ignore these):
     order: str = "row"  # "risk": refit the records the screen (loo/screen.py) ranks riskiest first
     # --fail-fast: stop_on(p_full, p_loo) -> bool per record, True for a confirmed violator;

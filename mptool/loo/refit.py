@@ -23,7 +23,7 @@ from mptool.loo.base import LooRequest, LooResult
 from mptool.loo.screen import risk_order, screen_scores
 from mptool.runtime import signals
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import StopTasks, chunk_positions, one_thread, run_tasks
+from mptool.runtime.parallel import StopTasks, chunk_limit, chunk_positions, one_thread, run_tasks
 
 #: Checkpoint stage name of the leave-one-out chunks (``mptool.runtime.checkpoint``).
 CHECKPOINT_STAGE = "loo"
@@ -127,13 +127,16 @@ class FirstViolator:
         return self.rank <= self.first
 
 
-def ramp_chunks(todo: np.ndarray, jobs: int, per_job: int = 8) -> list[np.ndarray]:
-    """Consecutive chunks of ``todo`` growing 1, 2, 4 ... records (``jobs`` of each size) up to the usual size.
+def ramp_chunks(todo: np.ndarray, jobs: int, per_job: int = 8, max_items: int | None = None) -> list[np.ndarray]:
+    """Consecutive chunks of ``todo`` growing 1, 2, 4 ... records (``jobs`` of each size) up to the usual size
+    (:func:`mptool.runtime.parallel.chunk_positions`'s, ``max_items`` at most).
 
     Small first chunks let ``--fail-fast`` stop after few refits when the screen put a
     violator first; larger later chunks keep the dispatch overhead of a long run low.
     """
     cap = max(1, -(-len(todo) // max(1, jobs * per_job)))
+    if max_items:
+        cap = min(cap, max_items)
     out, i, size = [], 0, 1
     while i < len(todo):
         for _ in range(max(1, jobs)):
@@ -200,7 +203,9 @@ class RefitEngine:
         todo = np.array([t for t in ordered.tolist() if t not in rows], dtype=np.int64)
         if tracker is not None and tracker.settled():
             todo = todo[:0]
-        chunks = ramp_chunks(todo, request.jobs) if tracker is not None else chunk_positions(todo, request.jobs)
+        most = chunk_limit(request.fit_s)
+        chunks = ramp_chunks(todo, request.jobs, max_items=most) if tracker is not None \
+            else chunk_positions(todo, request.jobs, max_items=most)
         parts = self._refit(request, chunks, advance, tracker, index_of)
         refits = 0
         for c, part in zip(chunks, parts, strict=True):

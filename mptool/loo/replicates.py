@@ -59,7 +59,7 @@ from mptool.privacy.influence import (
 from mptool.privacy.release import apply_policy
 from mptool.runtime import signals
 from mptool.runtime.errors import InputError
-from mptool.runtime.parallel import chunk_positions, one_thread, run_tasks
+from mptool.runtime.parallel import chunk_limit, chunk_positions, one_thread, run_tasks
 
 #: Replicates per record by default: start with MIN, double up to MAX.
 DEFAULT_MIN, DEFAULT_MAX = 4, 32
@@ -374,7 +374,7 @@ class ReplicateEngine:
         tr = np.column_stack([positions[pairs[:, 0]], pairs[:, 1]])
         items = tr[:, 0] * PAIR_BASE + tr[:, 1]
         saved = np.array([int(p) in st.saved_loo for p in items.tolist()], dtype=bool)
-        chunks = [c for c in chunk_positions(np.nonzero(~saved)[0], request.jobs, per_job=4)]
+        chunks = chunk_positions(np.nonzero(~saved)[0], request.jobs, per_job=4, max_items=chunk_limit(request.fit_s))
 
         def save(i: int, part: np.ndarray) -> None:
             if ckpt is not None:

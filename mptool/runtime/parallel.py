@@ -29,7 +29,6 @@ import logging
 import os
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -44,11 +43,6 @@ from mptool.runtime.errors import InputError
 
 #: Accepted values of ``--backend``.
 BACKENDS = ("loky", "threading", "dask")
-#: Installers of warning filters that every task needs (registered by the layer that defines them, e.g.
-#: ``mptool.inputs.models``: a fit's muted ConvergenceWarning). The filter list is process-wide, so a task's own
-#: ``warnings.catch_warnings`` in one thread can drop another thread's filters: for threads of this process
-#: (:func:`_thread_filters`) they are held by the dispatching thread for the whole dispatch.
-THREAD_FILTERS: list[Callable[[], None]] = []
 #: Seconds to wait for a Dask scheduler given with ``--scheduler`` before giving up (exit 2).
 CONNECT_TIMEOUT_S = 10
 
@@ -173,16 +167,34 @@ def workers_line(choice: dict[str, Any], what: str) -> str:
     return f"workers for {what}: {choice['workers']} ({choice['why']})"
 
 
-def chunk_positions(positions: Sequence[int] | np.ndarray, jobs: int, per_job: int = 8) -> list[np.ndarray]:
-    """Split work into about ``jobs * per_job`` contiguous chunks (at least one item each).
+#: Longest a chunk of refits is planned to take (by the fit of A(T)): what an interrupt can lose per worker,
+#: how often progress and the checkpoint advance, and the idle tail a last chunk can leave.
+CHUNK_SECONDS = 20.0
+
+
+def chunk_limit(fit_s: float) -> int | None:
+    """The most fits a chunk takes so that it lasts about :data:`CHUNK_SECONDS` (None: fit time unknown)."""
+    return max(1, int(CHUNK_SECONDS / fit_s)) if fit_s > 0 else None
+
+
+def chunk_positions(
+    positions: Sequence[int] | np.ndarray, jobs: int, per_job: int = 8, max_items: int | None = None
+) -> list[np.ndarray]:
+    """Split work into about ``jobs * per_job`` contiguous chunks (at least one item each), more where
+    a chunk would otherwise hold over ``max_items`` items.
 
     Several chunks per worker keep cores busy to the end and let progress advance, while
-    each chunk is large enough that a small fit is not dominated by dispatch overhead.
+    each chunk is large enough that a small fit is not dominated by dispatch overhead;
+    ``max_items`` (:func:`chunk_limit`) bounds a chunk of slow fits in time, so that a long
+    audit saves its checkpoint and shows progress as it goes. Results never depend on the chunks.
     """
     positions = np.asarray(positions, dtype=np.int64)
     if positions.size == 0:
         return []
-    n_chunks = max(1, min(positions.size, jobs * per_job))
+    wanted = jobs * per_job
+    if max_items:
+        wanted = max(wanted, -(-positions.size // max_items))
+    n_chunks = max(1, min(positions.size, wanted))
     return [c for c in np.array_split(positions, n_chunks) if c.size]
 
 
@@ -425,14 +437,14 @@ def _dispatch(
 
 @contextmanager
 def _thread_filters(name: str) -> Iterator[None]:
-    """For tasks in threads of this process (threading; Dask, whose workers may be threads here): the filters of
-    :data:`THREAD_FILTERS` held for the whole dispatch. loky's workers are processes: nothing to hold."""
-    if name == "loky" or not THREAD_FILTERS:
+    """For tasks in threads of this process (threading; Dask, whose workers may be threads here): the fit filters
+    (:func:`mptool.runtime.signals.fit_filters`) held for the whole dispatch, so a task's own
+    ``warnings.catch_warnings`` cannot drop them while another thread's fit runs. loky's workers are processes:
+    nothing to hold."""
+    if name == "loky":
         yield
         return
-    with warnings.catch_warnings():
-        for install in THREAD_FILTERS:
-            install()
+    with signals.fit_filters():
         yield
 
 

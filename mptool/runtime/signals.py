@@ -18,7 +18,9 @@ make sure nothing computed after the signal is saved or used:
    arrives after the signal is dropped, never saved in the checkpoint.
 2. :func:`guard_fit` turns scikit-learn's "Training interrupted by user" warning into
    :class:`Interrupted`: a fit whose ``KeyboardInterrupt`` was swallowed, by whatever route,
-   raises instead of returning a half-trained model.
+   raises instead of returning a half-trained model. Its warning filter is one of the fit filters
+   held once per process while any fit runs (:func:`fit_filters`), so fits in several threads
+   never drop or leave behind each other's filter.
 3. Worker processes of the loky backend ignore SIGINT and SIGHUP (:func:`leave_to_main_process`). A
    Ctrl-C in a terminal reaches the whole process group; the main process alone decides, and
    joblib kills the workers while the interrupt unwinds, so a worker never swallows it.
@@ -37,7 +39,7 @@ import re
 import signal
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -47,6 +49,11 @@ from typing import Any
 SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
 #: What scikit-learn warns when it has caught a KeyboardInterrupt and kept the half-trained model.
 SWALLOWED_WARNING = "Training interrupted by user"
+
+#: Installers of the warning filters every fit runs under, registered by the layer that defines them (e.g.
+#: ``mptool.inputs.models``: a fit's muted ConvergenceWarning); :func:`fit_filters` holds them, with
+#: :func:`guard_fit`'s own filter checked first.
+FIT_FILTERS: list[Callable[[], None]] = []
 
 _state: dict[str, Any] = {
     "installed": False,
@@ -196,18 +203,60 @@ def leave_to_main_process(parent_pid: int) -> None:
             signal.signal(signum, signal.SIG_IGN)
 
 
+def _interrupt_filter() -> None:
+    """Make :data:`SWALLOWED_WARNING` an error (:func:`guard_fit`); installed last, so checked before a broader
+    filter that ignores every UserWarning."""
+    warnings.filterwarnings("error", message=re.escape(SWALLOWED_WARNING), category=UserWarning)
+
+
+#: The filters of :func:`fit_filters`: one ``warnings.catch_warnings`` per process while any holder is inside.
+_FILTERS_LOCK = threading.Lock()
+_held: dict[str, Any] = {"depth": 0, "saved": None}
+
+
+@contextmanager
+def fit_filters() -> Iterator[None]:
+    """Hold the fit filters (:data:`FIT_FILTERS`, then :func:`guard_fit`'s) for the block, in every thread.
+
+    ``warnings.catch_warnings`` saves and restores the process-wide filter list, so two of them
+    overlapping in two threads (the threading backend, an in-process Dask cluster) undo each other: thread
+    A's exit restores the list A saw, dropping filters while thread B's fit still runs (a ConvergenceWarning
+    printed at random, B's swallowed interrupt no longer an error), and an exit out of order can leave a
+    filter installed for good. Here the filters are installed by the first holder to enter and removed by
+    the last to leave (a count under a lock), so every fit in any thread runs with them and the list is as
+    it was once none runs; in one thread it is exactly one ``catch_warnings`` per fit. The dispatching thread
+    of a threading or in-process Dask dispatch holds them for the whole dispatch (``runtime.parallel``), so
+    code in a task that saves and restores the list itself cannot drop them while a fit runs.
+    """
+    with _FILTERS_LOCK:
+        if _held["depth"] == 0:
+            saved = warnings.catch_warnings()
+            saved.__enter__()
+            for install in (*FIT_FILTERS, _interrupt_filter):
+                install()
+            _held["saved"] = saved
+        _held["depth"] += 1
+    try:
+        yield
+    finally:
+        with _FILTERS_LOCK:
+            _held["depth"] -= 1
+            if _held["depth"] == 0:
+                _held["saved"].__exit__(None, None, None)
+                _held["saved"] = None
+
+
 @contextmanager
 def guard_fit() -> Iterator[None]:
     """Make a fit interrupt-safe: if the estimator swallows a KeyboardInterrupt, raise :class:`Interrupted`.
 
     scikit-learn's MLP catches KeyboardInterrupt and warns "Training interrupted by user."
-    instead of raising. Inside this block that warning is an error, turned into
-    :class:`Interrupted` (the signal received, else SIGINT), so the half-trained model is
-    never returned. Put it innermost, inside any ``warnings.catch_warnings`` that ignores
-    UserWarning, so that its filter is the one that applies.
+    instead of raising. Inside this block that warning is an error (one of the :func:`fit_filters`, held
+    while any fit in any thread runs; the other fit filters, e.g. an ignored UserWarning, come with it),
+    turned into :class:`Interrupted` (the signal received, else SIGINT), so the half-trained model is
+    never returned.
     """
-    with warnings.catch_warnings():
-        warnings.filterwarnings("error", message=re.escape(SWALLOWED_WARNING), category=UserWarning)
+    with fit_filters():
         try:
             yield
         except UserWarning as exc:

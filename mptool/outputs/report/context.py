@@ -163,18 +163,17 @@ def replicate_verdict(s: dict[str, Any]) -> dict[str, Any]:
 
 
 def rests_on(s: dict[str, Any]) -> str:
-    """A sentence on what a replicate run's verdict rests on and, with ``--fail-fast``, how the run ended, or ''.
+    """A sentence on what a pdtp verdict rests on and, with ``--fail-fast``, how a replicate run ended, or ''.
 
     The lines of the JUnit file's evidence (:func:`mptool.outputs.ending.verdict_rests_on`: the release policy,
     a sample, ``--records``, a ``--fail-fast`` stop); without a stop, a ``--fail-fast`` run's ending (a spent
-    budget, or complete). A pdtp.json too damaged to say gives ''.
+    budget, or complete). Every field read here was checked when the report was loaded
+    (:func:`mptool.outputs.report.verify.check_basis`: a damaged one refuses the folder, never a sentence left out).
     """
-    try:
-        said = verdict_rests_on(s)
-        if not s.get("stopped") and isinstance(s["replicates"].get("fail_fast_spending"), dict):
-            said.append(f"--fail-fast: {ending_words(s)}")
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return ""
+    said = verdict_rests_on(s)
+    rep = s.get("replicates")
+    if not s.get("stopped") and isinstance(rep, dict) and isinstance(rep.get("fail_fast_spending"), dict):
+        said.append(f"--fail-fast: {ending_words(s)}")
     return f"The verdict rests on: {'; '.join(map(str, said))}. " if said else ""
 
 
@@ -182,24 +181,21 @@ def fail_fast_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     """Summary rows of a replicate run with ``--fail-fast``: the error level spent, the stop, the ending.
 
     From ``summary.replicates.fail_fast_spending`` of pdtp.json (docs/randomness.md section 4); none
-    without it (every other run's report unchanged) or when it is too damaged to read.
+    without it (every other run's report unchanged). Checked when the report was loaded
+    (:func:`mptool.outputs.report.verify.check_basis`): a damaged block refuses the folder, never rows left out.
     """
     spend = s["replicates"].get("fail_fast_spending")
     if not isinstance(spend, dict):
         return []
-    try:
-        rows = [
-            ("fail-fast: error level of the violations", fail_fast_split(spend)),
-            ("fail-fast: error level of the below-threshold decisions", f"{spend['audit_alpha_below']:g}"),
-            ("fail-fast: what stopped the run", stop_words(spend) or "nothing (no record decided above)"),
-            ("run ended", ending_words(s)),
-        ]
-        stopped = s.get("stopped")
-        if isinstance(stopped, dict):
-            rows.append(("records not evaluated (the --fail-fast stop)",
-                         fmt(int(stopped["of"]) - int(stopped["after"]), None)))
-    except (KeyError, TypeError, ValueError):
-        return []
+    rows = [
+        ("fail-fast: error level of the violations", fail_fast_split(spend)),
+        ("fail-fast: error level of the below-threshold decisions", f"{spend['audit_alpha_below']:g}"),
+        ("fail-fast: what stopped the run", stop_words(spend) or "nothing (no record decided above)"),
+        ("run ended", ending_words(s)),
+    ]
+    stopped = s.get("stopped")
+    if isinstance(stopped, dict):
+        rows.append(("records not evaluated (the --fail-fast stop)", fmt(stopped["of"] - stopped["after"], None)))
     return rows
 
 
@@ -220,7 +216,8 @@ def verdict_block(inputs: ReportInputs) -> dict[str, Any]:
         detail = (
             f"max PDTP {fmt(s.get('max'))} {'>' if failed else '≤'} threshold {fmt(s.get('threshold'), 2)}; "
             f"{fmt(s.get('violations'), None)} of {fmt(s.get('n'), None)} records above the threshold. "
-            f"{gate_sentence(gate)}mptool pdtp exited with code {code} ({'finding' if code == 1 else 'pass'})."
+            f"{rests_on(s)}{gate_sentence(gate)}mptool pdtp exited with code {code} "
+            f"({'finding' if code == 1 else 'pass'})."
         )
         advice = (
             "The classifier should not be published as is (Long et al., section 5: the DTP-1 rule)."

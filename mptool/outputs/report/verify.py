@@ -103,23 +103,47 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_ending(summary: dict[str, Any], unevaluated: np.ndarray, where: str) -> None:
-    """InputError unless a replicate run's stop and ending read as mptool writes them (docs/randomness.md 4).
+#: What every refusal of a damaged summary field ends with.
+EDITED = "a result file was edited: rerun mptool pdtp"
 
-    ``summary.stopped`` absent or a stop with its row, ``after`` (the records pdtp.csv holds) and ``of``;
-    ``fail_fast_spending`` absent or the ``--fail-fast`` block with its split and a known ``stopped_by``, and its
-    ``ended`` (absent in runs made before it existed) the ending the stop and the budget flag give
-    (:func:`mptool.outputs.ending.replicate_ending`); records left unevaluated in pdtp.csv (``unevaluated``, one
-    entry per record) only where the budget was spent. Else the report would say "complete" of a stopped or
-    budget-cut run, or leave a stop out without a word. No value is echoed.
-    """
-    edited = "a result file was edited: rerun mptool pdtp"
+
+def _count(value: Any, least: int = 0) -> bool:
+    """A whole number of at least ``least`` (a count of records or fits; not a bool)."""
+    return _whole(value) and value >= least
+
+
+def _refuse(where: str, field: str, what: str) -> InputError:
+    return InputError(f"{where}: summary.{field} is not {what}; {EDITED}")
+
+
+def _check_stop(summary: dict[str, Any], where: str) -> None:
+    """``summary.stopped``: absent, null, or a ``--fail-fast`` stop (whole row, after <= of)."""
     stopped = summary.get("stopped")
-    if stopped is not None and not (isinstance(stopped, dict) and all(_whole(stopped.get(k)) for k in ("row", "of"))
-                                    and stopped.get("after") == len(unevaluated) <= stopped["of"]):
+    if stopped is not None and not (isinstance(stopped, dict) and all(_count(stopped.get(k)) for k in
+                                                                      ("row", "after", "of"))
+                                    and stopped["after"] <= stopped["of"]):
         raise InputError(f"{where}: summary.stopped is not a --fail-fast stop (row, after: the records in pdtp.csv, "
-                         f"of); {edited}")
-    spend = summary["replicates"].get("fail_fast_spending")
+                         f"of); {EDITED}")
+
+
+def _check_replicates(summary: dict[str, Any], where: str) -> None:
+    """The replicate engine's block as :func:`mptool.outputs.ending.ending_words` and the report read it: a dict;
+    whole ``fits``, ``budget_fits`` null or whole, a true/false ``budget_exhausted``, ``confidence`` in (0, 1), and
+    the ``--fail-fast`` block (its split, a known ``stopped_by``, an ``ended`` that agrees with the stop and budget)."""
+    rep = summary.get("replicates")
+    if rep is None and "replicates" not in summary:
+        return
+    if not isinstance(rep, dict):
+        raise _refuse(where, "replicates", "the replicate engine's block mptool writes")
+    if "fits" in rep and not _count(rep["fits"]):
+        raise _refuse(where, "replicates.fits", "a whole number of fits")
+    if rep.get("budget_fits") is not None and not _count(rep["budget_fits"], 1):
+        raise _refuse(where, "replicates.budget_fits", "null or the whole number of fits of --budget")
+    if "budget_exhausted" in rep and not isinstance(rep["budget_exhausted"], bool):
+        raise _refuse(where, "replicates.budget_exhausted", "true or false")
+    if "confidence" in rep and not (_number(rep["confidence"]) is not None and 0 < rep["confidence"] < 1):
+        raise _refuse(where, "replicates.confidence", "a confidence level between 0 and 1")
+    spend = rep.get("fail_fast_spending")
     if spend is not None:
         split = ("screen_alpha", "screen_records", "audit_alpha_violations", "audit_alpha_below")
         if (not isinstance(spend, dict) or any(_number(spend.get(k)) is None for k in split)
@@ -127,14 +151,75 @@ def check_ending(summary: dict[str, Any], unevaluated: np.ndarray, where: str) -
                 or (spend.get("stopped_by") is not None and _number(spend.get("level")) is None)
                 or (spend.get("stopped_by") == "screen" and not _whole(spend.get("position")))):
             raise InputError(f"{where}: summary.replicates.fail_fast_spending is not the --fail-fast block mptool "
-                             f"writes; {edited}")
+                             f"writes; {EDITED}")
         said = spend.get("ended", replicate_ending(summary))
         if said not in (STOP, BUDGET, COMPLETE) or said != replicate_ending(summary):
             raise InputError(f"{where}: summary.replicates.fail_fast_spending.ended is not how summary.stopped and "
-                             f"summary.replicates.budget_exhausted say the run ended; {edited}")
+                             f"summary.replicates.budget_exhausted say the run ended; {EDITED}")
+
+
+def _check_baseline(summary: dict[str, Any], where: str) -> None:
+    """``summary.baseline`` (``--baseline``/``--waivers``): absent, or a dict whose gate verdict comes with the
+    whole counts the report names it by (violations, waived, counted; with a baseline file new, worse, unchanged,
+    fixed)."""
+    block = summary.get("baseline")
+    if block is None and "baseline" not in summary:
+        return
+    if not isinstance(block, dict):
+        raise _refuse(where, "baseline", "the --baseline/--waivers block mptool writes")
+    if "verdict" not in block:
+        return
+    counts = block.get("counts")
+    keys = ("violations", "waived", "counted", *(("new", "worse", "unchanged", "fixed") if "path" in block else ()))
+    if block["verdict"] not in ("pass", "fail", "undecided") or not isinstance(counts, dict) or not all(
+            _count(counts.get(k)) for k in keys):
+        raise _refuse(where, "baseline", "the --baseline/--waivers block mptool writes (a verdict and its counts)")
+
+
+def check_basis(summary: dict[str, Any], where: str) -> None:
+    """InputError unless every field that says what a verdict rests on reads as mptool writes it, where present.
+
+    The fields :func:`mptool.outputs.ending.verdict_rests_on`, :func:`~mptool.outputs.ending.ending_words` and
+    :func:`~mptool.outputs.ending.partial_pass` read (the verdict, ``n`` of ``n_train`` records, the release
+    policy and its note, a ``--fail-fast`` stop, the replicate engine's block and how the run ended) and the
+    baseline/waivers block the report names the gate by. A damaged one used to drop "The verdict rests on"
+    without a word, or read a run of records chosen with ``--records`` as "DTP-1 holds": a gate failing open
+    (tidy3). An absent optional field is read as before. No value is echoed.
+    """
+    if "verdict" in summary and summary["verdict"] not in (
+            "pass", "fail", *(("undecided",) if isinstance(summary.get("replicates"), dict) else ())):
+        raise _refuse(where, "verdict", "pass or fail (or undecided, from the replicate engine)")
+    n, n_train = summary.get("n"), summary.get("n_train")
+    if "n" in summary and not _count(n):
+        raise _refuse(where, "n", "a whole number of records")
+    if "n_train" in summary and not (_count(n_train, 1) and (not _whole(n) or n <= n_train)):
+        raise _refuse(where, "n_train", "the whole number of records in T (at least n)")
+    release, note = summary.get("release"), summary.get("release_note")
+    if "release" in summary and not isinstance(release, dict):
+        raise _refuse(where, "release", "the release policy mptool writes")
+    if "release_note" in summary and not (isinstance(note, str) and ("release" not in summary
+                                                                      or bool(note) == bool(release))):
+        raise _refuse(where, "release_note", "the note naming summary.release (empty without a policy)")
+    _check_stop(summary, where)
+    _check_replicates(summary, where)
+    _check_baseline(summary, where)
+
+
+def check_ending(summary: dict[str, Any], unevaluated: np.ndarray, where: str) -> None:
+    """InputError unless a replicate run's stop and its budget agree with pdtp.csv (docs/randomness.md 4).
+
+    ``summary.stopped`` (its shape checked by :func:`check_basis`) absent or a stop ``after`` the records pdtp.csv
+    holds (``unevaluated``: one entry per record); records left unevaluated only where the budget was spent
+    (:func:`mptool.outputs.ending.replicate_ending`). Else the report would say "complete" of a budget-cut run, or
+    a stop of records it does not hold. No value is echoed.
+    """
+    stopped = summary.get("stopped")
+    if stopped is not None and stopped["after"] != len(unevaluated):
+        raise InputError(f"{where}: summary.stopped is not a --fail-fast stop (row, after: the records in pdtp.csv, "
+                         f"of); {EDITED}")
     if unevaluated.any() and replicate_ending(summary) != BUDGET:
         raise InputError(f"{where}: summary.replicates.budget_exhausted does not say a spent --budget, yet pdtp.csv "
-                         f"has records left unevaluated (no estimate); {edited}")
+                         f"has records left unevaluated (no estimate); {EDITED}")
 
 
 def check_sample(summary: dict[str, Any], where: str) -> None:
@@ -161,8 +246,11 @@ def check_sample(summary: dict[str, Any], where: str) -> None:
 
 def verify_pdtp(table: pd.DataFrame | None, summary: dict[str, Any] | None, where: str) -> list[str]:
     """Check pdtp.json's summary against pdtp.csv; InputError on any disagreement, else notes (if unverifiable)."""
-    replicates = isinstance(summary, dict) and isinstance(summary.get("replicates"), dict)
-    if summary is None or summary.get("verdict") not in ("pass", "fail", *(("undecided",) if replicates else ())):
+    if summary is None:
+        return []
+    check_basis(summary, where)
+    replicates = isinstance(summary.get("replicates"), dict)
+    if summary.get("verdict") not in ("pass", "fail", "undecided"):
         return []
     check_sample(summary, where)
     if table is None:
