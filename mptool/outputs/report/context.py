@@ -141,13 +141,11 @@ def replicate_verdict(s: dict[str, Any]) -> dict[str, Any]:
         head += f"; the gate passed only through excused records ({label})"
     elif verdict == "fail" and label == "undecided":
         head += "; after the waivers the gate is not established (records undecided)"
-    conf = number(rep.get("confidence"))  # a text or a number beyond a float in an edited file: not stated
-    conf_said = f"{round(100 * conf)}% confidence" if conf is not None and 0 < conf < 1 else "confidence not stated"
     detail = (
         f"{fmt(s.get('violations'), None)} of {fmt(s.get('n'), None)} records decided above the threshold "
         f"{fmt(s.get('threshold'), 2)} beyond training randomness, {fmt(s.get('decided_below'), None)} decided "
         f"below, {fmt(s.get('undecided'), None)} undecided (max estimate {fmt(s.get('max'))}; "
-        f"{conf_said}, error control {rep.get('error_control')}; "
+        f"{round(100 * float(rep.get('confidence') or 0))}% confidence, error control {rep.get('error_control')}; "
         f"replicate engine, {fmt(rep.get('fits'), None)} fits). {rests_on(s)}{gate_sentence(gate)}mptool pdtp "
         f"exited with code {code} ({'finding' if code == 1 else 'pass'})."
     )
