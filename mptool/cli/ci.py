@@ -56,6 +56,7 @@ class GateInputs:
     waivers: list[Waiver] | None
     tolerance: float
     today: dt.date
+    clock: dt.date | None = None  # the system's date where MPTOOL_TODAY set another (an override, named)
 
     @property
     def active(self) -> bool:
@@ -74,6 +75,7 @@ def read_gate_inputs(baseline: Path | None, waivers: Path | None, tolerance: flo
         load_waivers(waivers, on) if waivers is not None else None,
         tolerance,
         on,
+        None if on == dt.date.today() else dt.date.today(),
     )
 
 
@@ -127,7 +129,19 @@ def apply_gate(table: pd.DataFrame, summary: dict[str, Any], threshold: float, g
         table["baseline_pdtp"] = outcome.before
     if gi.waivers is not None:
         table["waived"] = outcome.waived
+        said = outcome.block["waivers"]
+        said["today_from"] = "clock" if gi.clock is None else "MPTOOL_TODAY"
+        if gi.clock is not None:  # an injected date decides which waivers are in force: named (red3-1)
+            said["clock"] = gi.clock.isoformat()
     return outcome
+
+
+def clock_note(block: dict[str, Any]) -> str:
+    """The waivers' date when ``MPTOOL_TODAY`` set one other than the system's (an override), else ''."""
+    said = block.get("waivers") or {}
+    if said.get("today_from") != "MPTOOL_TODAY":
+        return ""
+    return f"waiver expiry judged as of {said['today']} (MPTOOL_TODAY), not the system date {said['clock']}"
 
 
 def gate_line(outcome: GateOutcome) -> str:
@@ -148,6 +162,8 @@ def gate_line(outcome: GateOutcome) -> str:
             what = "newly decided above the threshold (not decided above in the baseline)"
             absent = f", {c['absent']} absent" if c["absent"] else ""
             parts = f"{c['new']} new, {c['unchanged']} unchanged, {c['fixed']} fixed{absent}; {parts}"
+    if note := clock_note(outcome.block):
+        parts += f"; {note}"
     if outcome.verdict == "fail":
         return f"gate FAILED: {c['counted']} record(s) {what} and not waived ({parts})"
     if outcome.verdict == "undecided":
@@ -176,6 +192,8 @@ def evidence(summary: dict[str, Any], outcome: GateOutcome | None = None) -> lis
             lines.append(f"compared with the baseline {block['path']} ({how})")
         if outcome.block["counts"]["waived"]:
             lines.append(f"{outcome.block['counts']['waived']} record(s) waived (--waivers)")
+        if note := clock_note(outcome.block):
+            lines.append(note)
         if "path" in outcome.block or outcome.block.get("excused"):
             lines.append(gate_line(outcome))  # a waiver file that excused nothing changes nothing
     return lines

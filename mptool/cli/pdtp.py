@@ -143,7 +143,9 @@ def qualified_verdict(summary: dict, line: str) -> str:
             "--fail-fast)",  # the replicate engine fits each record several times: 'after' counts records
             1,
         )
-    if summary.get("verdict") == "undecided" and sample and sample["k"] < sample["n_train"]:
+    if sample and sample["k"] < sample["n_train"] and (
+            summary.get("verdict") == "undecided" or sample.get("fraction_upper_95") is None):
+        # the replicate engine with undecided records (a VIOLATED run too): no Clopper-Pearson bound (api/pdtp.py)
         return f"{line}; sample of {sample['k']} of {sample['n_train']} records (no bound while records are undecided)"
     if not sample or sample["k"] >= sample["n_train"]:
         n, n_train = summary.get("n", 0), summary.get("n_train", 0)

@@ -5,6 +5,7 @@ Data flows one way: CSV + YAML -> Spec -> Records -> pipeline template -> engine
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -68,13 +69,23 @@ def fit_checked(template: Any, records: Records) -> Any:
         model = fit(template, records.X, records.y)
     except InputError:
         raise
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, *_library_fit_errors()) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
         raise InputError(f"model: fitting the pipeline on the training set failed: {first}") from None
     if (missing := check_interface(model, records.X, records.y)) is not None:
         raise InputError(f"model: {missing}; mptool needs scikit-learn's classifier interface "
                          "(fit, predict, predict_proba and classes_ of T's classes)")
     return model
+
+
+def _library_fit_errors() -> tuple[type[Exception], ...]:
+    """Errors an estimator library raises for parameters it checks only at fit, beside ValueError and TypeError:
+    LightGBM's ``LightGBMError`` (``num_leaves: 1``, ``boosting_type: rf`` without bagging, ``objective:
+    multiclass`` on two classes) was an internal error, exit 3 (red3-9). Looked up only where the library is
+    imported (a spec naming it has imported it)."""
+    lightgbm = sys.modules.get("lightgbm.basic")
+    error = getattr(lightgbm, "LightGBMError", None)
+    return (error,) if isinstance(error, type) and issubclass(error, Exception) else ()
 
 
 def respecified(prep: Prepared, spec: Spec, allow_imports: tuple[str, ...] = ()) -> Prepared:

@@ -102,7 +102,9 @@ def policy_dict(policy: Any) -> dict[str, Any]:
     if policy is None:
         return {}
     raw = policy if isinstance(policy, dict) else policy.model_dump()
-    return {k: raw[k] for k in RELEASE_KEYS if raw.get(k) not in (None, False)}
+    # `is`, not `in (None, False)`: 0 == False, so `round: 0` (hard 0/1 outputs) was dropped and the full vector
+    # measured instead, unnamed (red3-10)
+    return {k: raw[k] for k in RELEASE_KEYS if raw.get(k) is not None and raw.get(k) is not False}
 
 
 def apply_policy(p: np.ndarray, policy: Any) -> np.ndarray:

@@ -404,6 +404,13 @@ class Checkpoint:
         """How many work items the checkpoint holds (all stages and tasks)."""
         return self._items
 
+    def task_mac(self, fingerprint: str) -> str:
+        """A task's fingerprint as chunk names and chunks hold it: its HMAC-SHA-256 under the checkpoint key (16
+        hex digits). The fingerprint hashes the task's arguments, small arrays whole (an attack's labels of D), so
+        written as is it was an unkeyed hash of training data on disk (red3-4)."""
+        mac = _hmac.new(self.secret, b"mptool-checkpoint-task\x00" + fingerprint.encode(), hashlib.sha256)
+        return mac.hexdigest()[:16]
+
     def save_task(self, call: int, index: int, fingerprint: str, result: Any) -> Path | None:
         """Save the result of task ``index`` of the ``call``-th ``run_tasks`` call (data only, signed)."""
         name = f"task-{call:05d}-{index:06d}-{fingerprint}.npz"

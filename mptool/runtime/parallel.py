@@ -376,7 +376,7 @@ def _resume_saved(
         return todo, finished
     call = _active["calls"]
     _active["calls"] = call + 1
-    prints = [task_fingerprint(fn, args) for args in tasks]
+    prints = [ckpt.task_mac(task_fingerprint(fn, args)) for args in tasks]  # keyed: no unkeyed hash of data on disk
     saved = ckpt.load_tasks(call)
     for i in todo:
         if (i, prints[i]) in saved:

@@ -34,14 +34,15 @@ EXCERPT_LIMIT = 40
 
 # Unicode categories Cc (C0, DEL, C1), Cf (bidi controls U+202A-U+202E and U+2066-U+2069,
 # zero-width U+200B-U+200F and U+2060-U+2064, BOM, soft hyphen, ...), Zl/Zp (U+2028/U+2029)
-# and Cs (lone surrogates, as Python decodes undecodable bytes), as code-point ranges.
-# tests/test_no_raw_values.py checks this list against unicodedata, character by character.
+# and Cs (lone surrogates, as Python decodes undecodable bytes), as code-point ranges; and the
+# noncharacters U+FFFE and U+FFFF, which XML 1.0 cannot hold (a data id with one made junit.xml
+# unreadable, red3-7). tests/test_no_raw_values.py checks this list against unicodedata, character by character.
 _UNSAFE_RANGES = (
     (0x0000, 0x001F), (0x007F, 0x009F), (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C),
     (0x06DD, 0x06DD), (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E),
     (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xD800, 0xDFFF),
-    (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x1343F),
-    (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+    (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0xFFFE, 0xFFFF), (0x110BD, 0x110BD), (0x110CD, 0x110CD),
+    (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F),
 )  # fmt: skip
 _UNSAFE = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in _UNSAFE_RANGES) + "]")
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

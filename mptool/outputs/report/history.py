@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from mptool.inputs.baseline import PreviousRun, load_run
+from mptool.outputs.report.values import number
 from mptool.outputs.report.verify import decisions_recomputed, gate_label
 from mptool.runtime import ui
 from mptool.runtime.errors import InputError
@@ -60,7 +61,11 @@ def load_history(folder: str | Path) -> History:
     subs = sorted(sub for sub in folder.iterdir() if sub.is_dir() and (sub / "pdtp.json").is_file())
     for sub in subs:
         try:
-            runs.append(load_run(sub, "run", matched=False))
+            run = load_run(sub, "run", matched=False)
+            said = run.summary.get("threshold", 1.0)  # an edited run: text, null, a number beyond a float (red3-6)
+            if isinstance(said, bool) or not isinstance(said, int | float) or not (number(said) or 0) > 0:
+                raise InputError(f"{sub / 'pdtp.json'}: summary.threshold is not a finite number above 0")
+            runs.append(run)
         except InputError as exc:
             why = str(exc).removeprefix(str(sub / "pdtp.json") + ": ")
             notes.append(f"{sub.name}: left out ({ui.excerpt(why, 120)})")

@@ -249,9 +249,9 @@ def _roc(entry: dict[str, Any]) -> tuple[np.ndarray | None, np.ndarray | None]:
         fpr, tpr = lookup(entry, "roc_fpr", "fpr"), lookup(entry, "roc_tpr", "tpr")
     try:
         f, t = np.asarray(fpr, dtype=float), np.asarray(tpr, dtype=float)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a whole number beyond a float (red3-5)
         return None, None
-    if f.ndim != 1 or f.shape != t.shape or f.size < 2:
+    if f.ndim != 1 or f.shape != t.shape or f.size < 2 or not (np.isfinite(f).all() and np.isfinite(t).all()):
         return None, None
     return f, t
 

@@ -101,7 +101,12 @@ def mitigation_block(table: pd.DataFrame | None, doc: dict[str, Any] | None) -> 
                                    "accuracy", "log_loss", "dtp_bound") for c in cols],
                  "highlight": [rec is not None and r["setting"] == rec.get("setting") for _, r in table.iterrows()]}
     return {"sentence": str(doc.get("sentence", "")), "items": items, "table": table_ctx,
-            "notes": [str(n) for n in doc.get("notes") or []]}
+            "notes": [str(n) for n in _listed(doc.get("notes"))]}
+
+
+def _listed(value: Any) -> list[Any]:
+    """A list read from mitigate.json; anything else (a number in an edited file, red3-8) as no entries."""
+    return value if isinstance(value, list) else []
 
 
 def tradeoff_svg(table: pd.DataFrame, doc: dict[str, Any]) -> str:

@@ -12,12 +12,13 @@ import pandas as pd
 
 
 def number(value: Any) -> float | None:
-    """A finite float, or None for anything else (None, NaN, strings, bools)."""
+    """A finite float, or None for anything else (None, NaN, strings, bools, a whole number beyond a float's
+    range: an edited result file)."""
     if isinstance(value, bool) or value is None:
         return None
     try:
         out = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return out if math.isfinite(out) else None
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from mptool.outputs.ending import BUDGET, COMPLETE, STOP, replicate_ending
+from mptool.outputs.report.values import number
 from mptool.runtime.errors import InputError
 
 #: Relative tolerance of the summary's max against the records' max (both written from the same floats;
@@ -28,9 +29,10 @@ MAX_RTOL = 1e-9
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    """A JSON number as a finite float; None for anything else (text, a bool, NaN, a whole number beyond a float)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    return number(value)
 
 
 def _flags(column: pd.Series) -> np.ndarray:
