@@ -33,8 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from _data import dataset  # benchmarks/_data.py: MPTOOL_DATASETS
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "datasets" / "military.csv.gz"
 SPEC = """data:
   label: grade
   train_size: null
@@ -93,6 +94,7 @@ def main() -> None:
     parser.add_argument("--base", default=None, help="git revision to time beside this tree (e.g. 2c5f829)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each command (default 1)")
     args = parser.parse_args()
+    data = dataset("military.csv.gz")
     work = Path(tempfile.mkdtemp(prefix="bench-military-"))
     out = Path(args.out) if args.out else work / "out"
     spec = work / "military-nb.yaml"
@@ -108,13 +110,13 @@ def main() -> None:
                        check=True)
     try:
         def cli(dest: Path) -> list[str]:
-            return [sys.executable, "-m", "mptool", "pdtp", str(DATA), "--model", str(spec), "--out", str(dest),
+            return [sys.executable, "-m", "mptool", "pdtp", str(data), "--model", str(spec), "--out", str(dest),
                     "--force", "--jobs", "1", "--quiet"]
 
         load0 = os.getloadavg()[0]
         floor, new, old = [], [], []
         for _ in range(args.repeat):
-            floor.append(run([sys.executable, "-c", BASELINE.format(path=str(DATA))], env))
+            floor.append(run([sys.executable, "-c", BASELINE.format(path=str(data))], env))
             new.append(run(cli(out), env))
             if args.base:
                 old.append(run(cli(work / "base-out"), {**env, "PYTHONPATH": str(base_tree)}))
