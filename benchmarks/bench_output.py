@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _data import dataset  # benchmarks/_data.py: MPTOOL_DATASETS
+from _common import dataset  # benchmarks/_common.py: MPTOOL_DATASETS
 
 SPEC = {
     "data": {"label": "grade", "train_size": None, "missing": "drop"},

@@ -23,7 +23,7 @@ import os
 import time
 from contextlib import nullcontext
 
-from _data import dataset  # benchmarks/_data.py: MPTOOL_DATASETS
+from _common import dataset  # benchmarks/_common.py: MPTOOL_DATASETS
 
 from mptool.api.reduce import ReduceOptions, Strategy, run_reduce
 from mptool.inputs.prepare import prepare
