@@ -23,7 +23,8 @@
 5. Dask dispatch, this tree against ``--base REV`` (default 7246d57, the tree before Dask tasks
    went to the client directly; it sent them through joblib's Dask backend, which polls every
    10 ms), each in its own child process: ``mptool.api.operations.pdtp`` of ``adult-nn.yaml`` with
-   T = ``--dask-records`` (16) Adult records, refit engine (one refit per record), first at
+   T = 100 Adult records, ``--dask-records`` (16) of them audited (``--sample``), refit engine
+   (one refit per audited record), first at
    ``--jobs 1`` in the child (after a warm-up run), then on a local Dask cluster of 2 worker
    processes (one thread each) whose first run warms the workers, and ``--repeat`` (2) timed runs
    after it. CPU = the child and all its workers; pdtp tables must equal ``--jobs 1``'s.
@@ -178,11 +179,12 @@ from mptool.inputs.bundled import ADULT_CSV, config
 from mptool.inputs.spec import load_spec
 from mptool.runtime import parallel
 logging.getLogger("distributed").setLevel(logging.ERROR)
-spec = load_spec(config("adult-nn.yaml"), {{"data.train_size": {records}}})
+spec = load_spec(config("adult-nn.yaml"), {{"data.train_size": 100}})
 
 def run(jobs, backend):
     before, t0 = cpu_tree(), time.perf_counter()
-    table = operations.pdtp(ADULT_CSV, spec, jobs=jobs, engine="refit", noise_floor=0, backend=backend).table
+    table = operations.pdtp(ADULT_CSV, spec, sample={records}, jobs=jobs, engine="refit", noise_floor=0,
+                            backend=backend).table
     wall = time.perf_counter() - t0
     return cpu_since(before)[0], wall, table.to_csv(index=False)
 
@@ -215,7 +217,8 @@ def dask_dispatch(base: str, records: int, repeat: int) -> None:
     new, old_r = results["this tree"], results[f"base {base}"]
     lo_new, hi_new = min(c for c, _ in new["dask"]), max(c for c, _ in new["dask"])
     lo_old, hi_old = min(c for c, _ in old_r["dask"]), max(c for c, _ in old_r["dask"])
-    print(f"dask_dispatch: {records}-record MLP refit audit on a local 2-worker Dask cluster, CPU of the process and "
+    print(f"dask_dispatch: MLP refit audit of {records} of 100 records on a local 2-worker Dask cluster, CPU of the "
+          f"process and "
           f"its workers: this tree {lo_new:.2f}-{hi_new:.2f} s, base {base} {lo_old:.2f}-{hi_old:.2f} s "
           f"({lo_old / lo_new:.2f}x by the minimum); --jobs 1 {new['jobs1'][0]:.2f} / {old_r['jobs1'][0]:.2f} s; "
           f"identical to --jobs 1: {new['same'] and old_r['same']}; load {min(loads.values()):.1f}-"
@@ -228,7 +231,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200)
     ap.add_argument("--parts", default="1,3,4", help="parts to run (2 runs with 1; 5 only when named)")
     ap.add_argument("--base", default="7246d57", help="part 5: the revision to compare with")
-    ap.add_argument("--dask-records", type=int, default=16, help="part 5: T's records")
+    ap.add_argument("--dask-records", type=int, default=16, help="part 5: records audited (of T's 100)")
     ap.add_argument("--repeat", type=int, default=2, help="part 5: timed runs on the cluster")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
