@@ -16,7 +16,7 @@ For the paper's network (``adult-nn.yaml``, Long et al. 5.2) and a random forest
 
 Prints ratios vs the row-order baseline measured in the same run. No assertions on time.
 
-Usage: /work/venv/bin/python benchmarks/bench_fail_fast.py [--records 300] [--models nn,rf]
+Usage: python benchmarks/bench_fail_fast.py [--records 300] [--models nn,rf]
        [--paper-records 1000] [--seeds 3]
 """
 

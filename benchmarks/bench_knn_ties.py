@@ -7,7 +7,7 @@ The features are text 'on'/'off' (one-hot encoded: 16 integer columns), so the d
 between two records is one of 9 values and almost every k-th neighbour is tied.
 Goal (issue 13): exact faster than refit, identical results.
 
-Usage: /work/venv/bin/python benchmarks/bench_knn_ties.py [--records 2000] [--refit-jobs 2]
+Usage: python benchmarks/bench_knn_ties.py [--records 2000] [--refit-jobs 2]
 """
 
 from __future__ import annotations

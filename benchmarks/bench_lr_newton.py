@@ -14,7 +14,7 @@
    engine, ``--jobs 1``; prints scikit-learn's fit of A(T) and the leave-one-out separately.
    Goal: a few minutes. ``--skip-all`` leaves it out.
 
-Usage: /work/venv/bin/python benchmarks/bench_lr_newton.py [--records 1000] [--subset 100] [--skip-all]
+Usage: python benchmarks/bench_lr_newton.py [--records 1000] [--subset 100] [--skip-all]
 """
 
 from __future__ import annotations

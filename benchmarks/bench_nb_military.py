@@ -33,8 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import dataset  # benchmarks/_common.py: MPTOOL_DATASETS
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "datasets" / "military.csv.gz"
 SPEC = """data:
   label: grade
   train_size: null
@@ -58,9 +59,9 @@ CategoricalNB(alpha=1.0).fit(X, y).predict_proba(X)
 GOAL_CPU_S, GOAL_GB = 8.0, 0.8
 
 
-def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int]:
-    """(CPU s, wall s, peak RSS GB, exit code) of one child process."""
-    t0 = time.perf_counter()
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, float]:
+    """(CPU s, wall s, peak RSS GB, load average at its start) of one child process."""
+    load, t0 = os.getloadavg()[0], time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
     err = proc.stderr.read().decode() if proc.stderr else ""
     _, status, usage = os.wait4(proc.pid, 0)
@@ -68,7 +69,7 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd[:4])} failed ({proc.returncode}): {err[-500:]}")
-    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024**2, proc.returncode
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024**2, load
 
 
 def without_timings(doc: dict) -> dict:
@@ -80,10 +81,11 @@ def without_timings(doc: dict) -> dict:
     return {**doc, "summary": summary}
 
 
-def line(name: str, runs: list[tuple[float, float, float, int]]) -> str:
+def line(name: str, runs: list[tuple[float, float, float, float]]) -> str:
     cpu, wall, rss = [r[0] for r in runs], [r[1] for r in runs], [r[2] for r in runs]
+    each = ", ".join(f"{r[0]:.2f} at load {r[3]:.1f}" for r in runs)
     return (f"  {name:<58} CPU min {min(cpu):.2f} s (median {statistics.median(cpu):.2f}), wall min {min(wall):.2f} s, "
-            f"peak RSS {max(rss):.2f} GB")
+            f"peak RSS {max(rss):.2f} GB; each run's CPU s: {each}")
 
 
 def main() -> None:
@@ -93,6 +95,7 @@ def main() -> None:
     parser.add_argument("--base", default=None, help="git revision to time beside this tree (e.g. 2c5f829)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each command (default 1)")
     args = parser.parse_args()
+    data = dataset("military.csv.gz")
     work = Path(tempfile.mkdtemp(prefix="bench-military-"))
     out = Path(args.out) if args.out else work / "out"
     spec = work / "military-nb.yaml"
@@ -108,13 +111,13 @@ def main() -> None:
                        check=True)
     try:
         def cli(dest: Path) -> list[str]:
-            return [sys.executable, "-m", "mptool", "pdtp", str(DATA), "--model", str(spec), "--out", str(dest),
+            return [sys.executable, "-m", "mptool", "pdtp", str(data), "--model", str(spec), "--out", str(dest),
                     "--force", "--jobs", "1", "--quiet"]
 
         load0 = os.getloadavg()[0]
         floor, new, old = [], [], []
         for _ in range(args.repeat):
-            floor.append(run([sys.executable, "-c", BASELINE.format(path=str(DATA))], env))
+            floor.append(run([sys.executable, "-c", BASELINE.format(path=str(data))], env))
             new.append(run(cli(out), env))
             if args.base:
                 old.append(run(cli(work / "base-out"), {**env, "PYTHONPATH": str(base_tree)}))
@@ -132,7 +135,9 @@ def main() -> None:
         base_cpu = min(r[0] for r in floor)
         print(f"  goal <= {GOAL_CPU_S} CPU s and <= {GOAL_GB} GB peak: CPU {cpu:.2f} s "
               f"({cpu / GOAL_CPU_S:.2f}x the goal), peak {rss:.2f} GB ({rss / GOAL_GB:.2f}x); "
-              f"ratio to the floor: CPU {cpu / base_cpu:.2f}x")
+              f"ratio to the floor: CPU {cpu / base_cpu:.2f}x by the minima, "
+              f"{statistics.median(n[0] / f[0] for n, f in zip(new, floor, strict=True)):.2f}x by the median of each "
+              f"round's pair (the floor is run just before the command: the load-independent ratio)")
         if args.base:
             old_cpu, old_rss = min(r[0] for r in old), max(r[2] for r in old)
             same_csv = (out / "pdtp.csv").read_bytes() == (work / "base-out" / "pdtp.csv").read_bytes()

@@ -6,7 +6,7 @@ zero true influence (``mptool.privacy.noise``). Prints the floor (mean, p95, max
 DTP-1's threshold 1; binned and raw), the share of records whose PDTP exceeds the floor's p95,
 and what the floor costs in time relative to the leave-one-out on the same records.
 
-Usage: /work/venv/bin/python benchmarks/bench_noise_floor.py [N] [--solver lbfgs]
+Usage: python benchmarks/bench_noise_floor.py [N] [--solver lbfgs]
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "military.csv.gz"
+from _common import dataset  # benchmarks/_common.py: MPTOOL_DATASETS
+
 SPEC = {
     "data": {"label": "grade", "train_size": None, "missing": "drop"},
     "model": {"estimator": "categorical_nb", "params": {"alpha": 1.0}, "preprocess": "auto"},
@@ -61,9 +62,9 @@ def in_process(rows: int | None) -> None:
     from mptool.outputs.formats import CSV_FLOAT_FORMAT, to_csv
 
     load0 = os.getloadavg()[0]
-    data: object = DATA
+    data: object = dataset("military.csv.gz")
     if rows is not None:
-        data = pd.read_csv(DATA, nrows=rows)
+        data = pd.read_csv(data, nrows=rows)
     c0, w0 = cpu(), time.perf_counter()
     prep = prepare(data, parse_spec(SPEC))
     c1, w1 = cpu(), time.perf_counter()
@@ -96,7 +97,8 @@ def whole_cli() -> None:
         out = Path(tmp) / "out"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])  # this tree (cwd below holds no mptool)
-        cmd = [sys.executable, "-m", "mptool", "pdtp", str(DATA), "--model", str(spec), "--out", str(out), "-q"]
+        data = dataset("military.csv.gz")
+        cmd = [sys.executable, "-m", "mptool", "pdtp", str(data), "--model", str(spec), "--out", str(out), "-q"]
         t0 = time.perf_counter()
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, cwd=tmp)
         wall = time.perf_counter() - t0

@@ -23,11 +23,12 @@ import os
 import time
 from contextlib import nullcontext
 
+from _common import dataset  # benchmarks/_common.py: MPTOOL_DATASETS
+
 from mptool.api.reduce import ReduceOptions, Strategy, run_reduce
 from mptool.inputs.prepare import prepare
 from mptool.inputs.spec import parse_spec
 
-DATA = "/work/shared/datasets/military.csv.gz"
 SPEC = {
     "data": {"label": "grade", "train_size": None, "missing": "drop"},
     "model": {"estimator": "categorical_nb", "params": {"alpha": 1.0}, "preprocess": "auto"},
@@ -42,7 +43,7 @@ def _quiet(total: int, label: str):  # noqa: ANN202 - progress stand-in
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=DATA)
+    ap.add_argument("--data", default=None, help="the CSV (default: military.csv.gz in $MPTOOL_DATASETS)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--baseline-steps", type=int, default=2, help="0 skips the baseline")
     ap.add_argument("--jobs", type=int, default=1)
@@ -50,7 +51,7 @@ def main() -> None:
 
     spec = parse_spec(SPEC, where="bench spec")
     t0 = time.perf_counter()
-    prep = prepare(args.data, spec)
+    prep = prepare(args.data or dataset("military.csv.gz"), spec)
     t_load = time.perf_counter() - t0
     print(f"reduce_military_load: {t_load:.1f} s (n={prep.train.n}, read CSV + draw T, not part of the steps)")
 

@@ -5,7 +5,7 @@ and ``--jobs 2``; prints the speed-up. BLAS is limited to one thread per process
 two runs use one and two cores. Goal: speed-up >= 1.7 on 2 cores. The machine's load
 average is printed: other processes competing for the cores lower the speed-up.
 
-Usage: /work/venv/bin/python benchmarks/bench_refit_parallel.py [--records 300]
+Usage: python benchmarks/bench_refit_parallel.py [--records 300]
 """
 
 from __future__ import annotations

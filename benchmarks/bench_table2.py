@@ -33,7 +33,7 @@ row; the full explanation is in docs/table2.md) and the sensitivity lines. About
 nearly all of it the 368 network fits: about 4 minutes on an idle 2-core machine at
 ``--jobs 2``, 12 minutes at load average 12; ``--nn-records 10`` halves the network part.
 
-Usage: /work/venv/bin/python benchmarks/bench_table2.py [--jobs 2] [--iterations 10] [--nn-records 25]
+Usage: python benchmarks/bench_table2.py [--jobs 2] [--iterations 10] [--nn-records 25]
 
 ``--quick`` runs every code path but the networks on the first ``QUICK_ROWS`` rows of Adult
 (D of ``QUICK_CANDIDATES`` records, one iteration): a smoke test (tests/test_configs_table2.py),

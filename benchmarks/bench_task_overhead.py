@@ -20,10 +20,20 @@
    :mod:`mptool.runtime.prestart`); efficiency as in 3, the wait left for the workers at the
    first batch, and pdtp tables identical to ``--jobs 1``.
 
+5. Dask dispatch, this tree against ``--base REV`` (default 7246d57, the tree before Dask tasks
+   went to the client directly; it sent them through joblib's Dask backend, which polls every
+   10 ms), each in its own child process: ``mptool.api.operations.pdtp`` of ``adult-nn.yaml`` with
+   T = 100 Adult records, ``--dask-records`` (16) of them audited (``--sample``), refit engine
+   (one refit per audited record), first at
+   ``--jobs 1`` in the child (after a warm-up run), then on a local Dask cluster of 2 worker
+   processes (one thread each) whose first run warms the workers, and ``--repeat`` (2) timed runs
+   after it. CPU = the child and all its workers; pdtp tables must equal ``--jobs 1``'s.
+
 BLAS is limited to one thread per process. Prints CPU (this process and its workers) and wall time, the
 load average before each measurement, and every ratio against ``--jobs 1`` from the same run.
 
 Usage: python benchmarks/bench_task_overhead.py [--tasks 2000] [--records 200] [--parts 1,3,4]
+       python benchmarks/bench_task_overhead.py --parts 5 [--base 7246d57] [--dask-records 16] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -34,14 +44,18 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: this process
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
+import json  # noqa: E402
 import logging  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-import psutil  # noqa: E402 - a dependency of distributed (the test extra)
+from _common import base_tree, cpu_since, cpu_tree  # noqa: E402 - benchmarks/_common.py
 from joblib.externals.loky import get_reusable_executor  # noqa: E402
 
 from mptool.api import operations  # noqa: E402
@@ -61,24 +75,13 @@ def touch(X: Any, y: np.ndarray, k: int) -> int:
     return k + len(y)
 
 
-def cpu_all() -> dict[int, float]:
-    """CPU seconds (user + system) of this process and of each of its live descendants (workers)."""
-    out = {}
-    for proc in [psutil.Process(), *psutil.Process().children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            t = proc.cpu_times()
-            out[proc.pid] = t.user + t.system
-    return out
-
-
 def timed(label: str, fn: Callable[[], Any]) -> tuple[float, float, Any]:
     """Run ``fn``; print and return its wall time and the CPU time of this process and its workers."""
     load = os.getloadavg()[0]
-    before, t0 = cpu_all(), time.perf_counter()
+    before, t0 = cpu_tree(), time.perf_counter()
     out = fn()
-    wall, after = time.perf_counter() - t0, cpu_all()
-    cpu = sum(v - before.get(pid, 0.0) for pid, v in after.items())
-    main = after[os.getpid()] - before[os.getpid()]
+    wall = time.perf_counter() - t0
+    cpu, main = cpu_since(before)
     print(f"# {label}: wall {wall:.3f} s, CPU {cpu:.3f} s of which this process {main:.3f} s (load before {load:.1f})")
     return wall, cpu, out
 
@@ -164,11 +167,72 @@ def command_efficiency(name: str, overrides: dict[str, Any], records: int) -> No
           f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
 
 
+#: Part 5's child: run with PYTHONPATH set to the tree being measured; prints one JSON line.
+DASK_CHILD = """
+import json, logging, os, sys, time
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, {bench!r})
+from _common import cpu_since, cpu_tree
+from mptool.api import operations
+from mptool.inputs.bundled import ADULT_CSV, config
+from mptool.inputs.spec import load_spec
+from mptool.runtime import parallel
+logging.getLogger("distributed").setLevel(logging.ERROR)
+spec = load_spec(config("adult-nn.yaml"), {{"data.train_size": 100}})
+
+def run(jobs, backend):
+    before, t0 = cpu_tree(), time.perf_counter()
+    table = operations.pdtp(ADULT_CSV, spec, sample={records}, jobs=jobs, engine="refit", noise_floor=0,
+                            backend=backend).table
+    wall = time.perf_counter() - t0
+    return cpu_since(before)[0], wall, table.to_csv(index=False)
+
+run(1, "loky")
+one = run(1, "loky")
+with parallel.session("dask", None, 2):
+    run(2, "dask")
+    dask = [run(2, "dask") for _ in range({repeat})]
+print(json.dumps({{"jobs1": one[:2], "dask": [d[:2] for d in dask], "same": all(d[2] == one[2] for d in dask)}}))
+"""
+
+
+def dask_dispatch(base: str, records: int, repeat: int) -> None:
+    """Part 5: CPU and wall of a small refit audit on a local Dask cluster, this tree against ``base``."""
+    bench = str(Path(__file__).resolve().parent)
+    code = DASK_CHILD.format(bench=bench, records=records, repeat=repeat)
+    results, loads = {}, {}
+    with tempfile.TemporaryDirectory(prefix="bench-dask-") as tmp, base_tree(base, Path(tmp) / "base") as old:
+        for name, tree in (("this tree", Path(bench).parent), (f"base {base}", old)):
+            loads[name] = os.getloadavg()[0]
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp)
+            if done.returncode:
+                raise SystemExit(f"{name} failed: {done.stderr[-800:]}")
+            results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+            r = results[name]
+            print(f"# {name}: --jobs 1 {r['jobs1'][0]:.2f} CPU s ({r['jobs1'][1]:.1f} s wall); dask 2 "
+                  + ", ".join(f"{c:.2f} CPU s ({w:.1f} s wall)" for c, w in r["dask"])
+                  + f"; tables equal to --jobs 1: {r['same']} (load before {loads[name]:.1f})")
+    new, old_r = results["this tree"], results[f"base {base}"]
+    lo_new, hi_new = min(c for c, _ in new["dask"]), max(c for c, _ in new["dask"])
+    lo_old, hi_old = min(c for c, _ in old_r["dask"]), max(c for c, _ in old_r["dask"])
+    print(f"dask_dispatch: MLP refit audit of {records} of 100 records on a local 2-worker Dask cluster, CPU of the "
+          f"process and "
+          f"its workers: this tree {lo_new:.2f}-{hi_new:.2f} s, base {base} {lo_old:.2f}-{hi_old:.2f} s "
+          f"({lo_old / lo_new:.2f}x by the minimum); --jobs 1 {new['jobs1'][0]:.2f} / {old_r['jobs1'][0]:.2f} s; "
+          f"identical to --jobs 1: {new['same'] and old_r['same']}; load {min(loads.values()):.1f}-"
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=2000)
     ap.add_argument("--records", type=int, default=200)
-    ap.add_argument("--parts", default="1,3,4", help="parts to run (2 runs with 1)")
+    ap.add_argument("--parts", default="1,3,4", help="parts to run (2 runs with 1; 5 only when named)")
+    ap.add_argument("--base", default="7246d57", help="part 5: the revision to compare with")
+    ap.add_argument("--dask-records", type=int, default=16, help="part 5: records audited (of T's 100)")
+    ap.add_argument("--repeat", type=int, default=2, help="part 5: timed runs on the cluster")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     logging.getLogger("distributed").setLevel(logging.ERROR)
@@ -184,6 +248,8 @@ def main() -> None:
     if "3" in parts:
         refit_efficiency("forest10", forest, args.records)
         refit_efficiency("mlp20", mlp, args.records)
+    if "5" in parts:
+        dask_dispatch(args.base, args.dask_records, args.repeat)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,9 @@ def catalogue() -> list[EstimatorRow]:
         if name.startswith("dp_"):  # the guarantee is over the training noise, which paired seeds hold fixed
             words = ("epsilon-DP: DTP <= epsilon over the training noise for a domain declared in the spec (not read "
                      "from T); paired-seed PDTP measures one draw")
+        if name == "decision_tree":  # scikit-learn draws a feature order per split from random_state
+            note = ("one refit per record, or replicates when the randomness detection sees the seed matter: the tree "
+                    "draws a random feature order at every split, so ties between equally good splits follow the seed")
         if name == "knn":
             note = "exact when numerics are binned or preprocess: none (standardising moves every distance)"
         rows.append(EstimatorRow(name, path, engine, words, note))

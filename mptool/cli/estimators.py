@@ -10,9 +10,11 @@ from mptool.runtime.errors import EXIT_OK
 RANDOMNESS_TEXT = (
     "Randomness detection: where the engine is refit, mptool pdtp --engine auto first refits A(T) with another "
     "seed and with T's rows permuted. Training that depends on the seed or the row order (a forest's bootstrap, a "
-    "network's initialisation and minibatches, bagged boosting) -> the replicate engine: each record's influence "
-    "beyond the randomness, decided true / false / undecided (docs/randomness.md). The same predictions -> one "
-    "paired refit per record, exact. mptool mitigate judges its settings the same way."
+    "network's initialisation and minibatches, bagged boosting, a tree's choice between equally good splits) -> "
+    "the replicate engine: each record's influence beyond the randomness, decided true / false / undecided "
+    "(docs/randomness.md). The same predictions -> one paired refit per record, exact. One other seed is tried: "
+    "one that happens to give the same model is missed (adult-dt.yaml at seed 0; docs/init-check.md); "
+    "--engine replicates forces the replicate engine. mptool mitigate judges its settings the same way."
 )
 
 
