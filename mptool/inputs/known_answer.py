@@ -1,6 +1,6 @@
 """A randomized classifier whose records' influence is known: the ground truth of the replicate engine's tests.
 
-Used by tests/test_randomness.py and docs/randomness.md only (a dotted path with
+Used by tests/test_randomness.py, tests/test_ka3.py and docs/randomness.md only (a dotted path with
 ``--allow-import mptool.inputs.known_answer``). For a query x its probability of class 1 is
 sigmoid(z_seed + z_order + m(x)):
 
