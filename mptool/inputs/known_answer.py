@@ -1,6 +1,6 @@
 """A randomized classifier whose records' influence is known: the ground truth of the replicate engine's tests.
 
-Used by tests/test_randomness.py and docs/randomness.md only (a dotted path with
+Used by tests/test_randomness.py, tests/test_ka3.py and docs/randomness.md only (a dotted path with
 ``--allow-import mptool.inputs.known_answer``). For a query x its probability of class 1 is
 sigmoid(z_seed + z_order + m(x)):
 
@@ -14,7 +14,9 @@ sigmoid(z_seed + z_order + m(x)):
 So, over the training randomness: removing a record whose features appear once with weight 1
 moves its expected prediction by the memorised shift (PDTP of the expected prediction about 2 to
 3 with the defaults: large influence); removing one of several identical rows or a weight-0 row
-changes only n and the order (expected influence about 0: a null).
+changes only n and the order (expected influence about 0: a null). :func:`true_pdtp` computes that
+expected influence exactly (docs/randomness.md section 2's theta_t), so tests can check the replicate
+engine's bounds and decisions against it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
+from scipy.special import expit, logit
+from scipy.stats import hypergeom, norm
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 #: The dotted path of :class:`KnownAnswerClassifier` and the module ``--allow-import`` must name.
@@ -51,6 +54,58 @@ def known_spec(seed: int = 0, **params: Any) -> dict[str, Any]:
             "model": {"estimator": ESTIMATOR, "params": {"weight_feature": 1, "noise": 1.0, **params},
                       "preprocess": "none"},
             "output": {"bin_size": 0.01}, "seed": seed}
+
+
+def _expected_release(n: int, n1: int, shift: float, est: KnownAnswerClassifier, bin_size: float) -> np.ndarray:
+    """E over the seed noise and the row order of the binned (Long et al. 5.2) (p(class 0), p(class 1)).
+
+    The fit on n rows, n1 of class 1: z_order = order_effect * (h / m - n1 / n) / scale with h, the
+    class-1 rows among the first m = min(head, n) of a uniformly random order, hypergeometric; z_seed
+    ~ N(0, noise^2). Each bin's probability is a difference of normal CDFs at the logits of its edges.
+    """
+    m = min(est.head, n)
+    share = n1 / n
+    scale = np.sqrt(max(share * (1 - share), 1e-12) / m)
+    h = np.arange(max(0, m - (n - n1)), min(m, n1) + 1)
+    c = (est.order_effect * (h / m - share) / scale + shift)[:, None]
+    weight = hypergeom.pmf(h, n, n1, m)
+    n_bins = int(np.ceil(np.round(1.0 / bin_size, 9)))
+    lo = np.arange(n_bins) * bin_size
+    hi = np.append(np.minimum(lo[1:], 1.0), 1.0)
+    centre = (lo + hi) / 2.0
+    with np.errstate(divide="ignore"):
+        a, b = logit(lo), logit(hi)  # p1 in [lo, hi) <=> z in [a, b); p0 in [lo, hi) <=> z in (-b, -a]
+    if est.noise > 0:
+        p1 = norm.cdf((b - c) / est.noise) - norm.cdf((a - c) / est.noise)
+        p0 = norm.cdf((-a - c) / est.noise) - norm.cdf((-b - c) / est.noise)
+    else:  # no seed noise: z = c exactly
+        p1, p0 = ((a <= c) & (c < b)).astype(float), ((-b < c) & (c <= -a)).astype(float)
+    return np.array([weight @ (p0 @ centre), weight @ (p1 @ centre)])
+
+
+def true_pdtp(frame: pd.DataFrame, row: int, bin_size: float = 0.01, **params: Any) -> float:
+    """The exact PDTP theta_t (docs/randomness.md section 2) of row ``row`` of ``frame`` (:func:`known_frame`).
+
+    theta_t = max_y |ln q_T(y) - ln q_{T minus t}(y)|, q_S the expected binned probability on x_t of
+    :class:`KnownAnswerClassifier` trained on S (``params`` as in :func:`known_spec`, all of ``frame``
+    as T), over its seed noise and a uniformly random row order: what the replicate engine estimates.
+    ``bin_size`` > 0 (the binned gate). ValueError where duplicates of x_t disagree on the label (the
+    memorised value would depend on the order).
+    """
+    est = KnownAnswerClassifier(**{"weight_feature": 1, "noise": 1.0, **params})
+    X = frame.drop(columns="label").to_numpy(dtype=float)
+    y01 = (frame["label"].to_numpy() == np.unique(frame["label"])[1]).astype(int)
+    same = np.all(X == X[row], axis=1)
+    if est.weight_feature is not None:
+        same &= X[:, est.weight_feature] != 0
+    q = []
+    for keep in (np.ones(len(X), dtype=bool), np.arange(len(X)) != row):
+        labels = set(y01[same & keep].tolist())
+        if len(labels) > 1:
+            raise ValueError("duplicates of the record disagree on the label")
+        shift = est.memorise * (2.0 * labels.pop() - 1.0) if labels else 0.0
+        q.append(_expected_release(int(keep.sum()), int(y01[keep].sum()), shift, est, bin_size))
+    return float(np.max(np.abs(np.log(q[0]) - np.log(q[1]))))
 
 
 class KnownAnswerClassifier(ClassifierMixin, BaseEstimator):
