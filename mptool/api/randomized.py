@@ -29,9 +29,9 @@ from mptool.runtime.errors import InputError
 
 #: Columns of a randomized audit, after ``violation`` (pdtp.csv; see also api.pdtp.PDTP_COLUMNS).
 REPLICATE_COLUMNS = {
-    "pdtp_low": "replicate engine: one-sided 95% lower bound of pdtp per record (Bonferroni over classes), the bound "
-    "the violation test uses",
-    "pdtp_high": "one-sided 95% upper bound of pdtp per record, the bound the below-threshold test uses",
+    "pdtp_low": "replicate engine: one-sided 95% lower bound of pdtp per record (Bonferroni over classes and over "
+    "the planned looks: a repeated confidence bound, valid at whichever look the record stopped)",
+    "pdtp_high": "one-sided 95% upper bound of pdtp per record (Bonferroni over the planned looks)",
     "replicates": "training replicates of T minus t used for the record (each paired with a replicate of T)",
     "sd_full": "sd of p_T(label | x_t) over the replicates of A(T): the spread from training randomness alone "
     "(Long et al. Figure 7)",

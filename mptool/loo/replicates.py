@@ -416,6 +416,7 @@ class ReplicateEngine:
         """
         n, k = len(st.have), st.full.shape[2]
         b = 0.0 if self.plan.gate == "raw" else self.plan.bin_size
+        looks = len(self.plan.schedule())  # the bounds cover the record whichever look stopped it
         cols = {f: np.full(n, np.nan) for f in ("estimate", "lower", "upper", "p_violation", "p_below")}
         raw_cols = {f: np.full(n, np.nan) for f in cols}
         worst, raw_worst = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
@@ -424,8 +425,9 @@ class ReplicateEngine:
         for R in sorted(set(st.have[st.have > 0].tolist())):
             idx = np.nonzero(st.have == R)[0]
             pt_raw, pl_raw = np.transpose(st.full[:R, idx], (1, 0, 2)), st.loo[idx, :R]
-            s = record_stats(self._scale(pt_raw), self._scale(pl_raw), self.plan.threshold, b)
-            r = record_stats(self._scale(pt_raw, raw=True), self._scale(pl_raw, raw=True), self.plan.threshold, 0.0)
+            s = record_stats(self._scale(pt_raw), self._scale(pl_raw), self.plan.threshold, b, looks)
+            r = record_stats(self._scale(pt_raw, raw=True), self._scale(pl_raw, raw=True), self.plan.threshold, 0.0,
+                             looks)
             for f in cols:
                 cols[f][idx], raw_cols[f][idx] = getattr(s, f), getattr(r, f)
             worst[idx], raw_worst[idx] = s.worst, r.worst

@@ -21,10 +21,11 @@ replicate r of T with t's row left out. With the means m_T, m_L of the R pairs, 
 ln m_L(y) and theta-hat = max_y |d_y|. The standard error of d_y is the delta method's over the
 paired replicates, se_y = sd_r(p_T^r(y)/m_T(y) - p_L^r(y)/m_L(y)) / sqrt(R), floored at one bin's
 quantisation (b / sqrt(12), Sheppard), with Student's t on R - 1 degrees of freedom. The per-record
-bounds are the ones the tests below use: a one-sided 95 % lower bound max_y |d_y| - t_{1-0.05/k} se_y
-(Bonferroni over the k classes) and a one-sided 95 % upper bound max_y |d_y| + t_{0.95} se_y; a
-decision also corrects for the looks and across records, so a bound past the threshold can
-still leave a record undecided.
+bounds are a one-sided 95 % lower bound max_y |d_y| - t_{1-0.05/(kL)} se_y (Bonferroni over the k
+classes and the L planned looks) and a one-sided 95 % upper bound max_y |d_y| + t_{1-0.05/L} se_y:
+repeated confidence bounds (Jennison and Turnbull, JRSS B 51, 1989), valid at whichever look a
+record stopped, as its p-values below are; a decision also corrects across records, so a bound
+past the threshold can still leave a record undecided.
 
 **The decision.** Two tests per record on the same statistics:
 
@@ -81,11 +82,15 @@ class RecordStats:
     m_loo: np.ndarray  # (n, k) the same of the T minus t replicates
 
 
-def record_stats(pt: np.ndarray, pl: np.ndarray, threshold: float, bin_size: float) -> RecordStats:
+def record_stats(pt: np.ndarray, pl: np.ndarray, threshold: float, bin_size: float, looks: int = 1) -> RecordStats:
     """Statistics of one record set from paired replicates ``pt``, ``pl`` of shape (n, R, k).
 
     The entries are released probabilities already binned (or floored, bin size 0); R >= 2 is
     the same for every record of the call. See the module docstring for the formulas.
+    ``looks``: the bounds are at level 0.05 / ``looks`` each, repeated confidence bounds over that
+    many planned looks (Jennison and Turnbull, JRSS B 51, 1989), so that a record stopped at any
+    look is still covered at the stated level, as its p-values are Bonferroni over the looks
+    (docs/randomness.md section 5). The p-values do not depend on ``looks``.
     """
     pt, pl = np.asarray(pt, dtype=float), np.asarray(pl, dtype=float)
     n, r, k = pt.shape
@@ -101,8 +106,9 @@ def record_stats(pt: np.ndarray, pl: np.ndarray, threshold: float, bin_size: flo
     absd = np.abs(d)
     # The bounds the two tests use: lower one-sided 95 % with Bonferroni over the k classes (the
     # violation test), upper one-sided 95 % (the intersection-union test needs no correction).
-    abs_lo = np.maximum(absd - student_t.ppf(1.0 - ALPHA / k, df) * se, 0.0)
-    abs_hi = absd + student_t.ppf(1.0 - ALPHA, df) * se
+    level = ALPHA / max(1, int(looks))
+    abs_lo = np.maximum(absd - student_t.ppf(1.0 - level / k, df) * se, 0.0)
+    abs_hi = absd + student_t.ppf(1.0 - level, df) * se
     if bin_size > 0:  # no released log-ratio exceeds ln((1 - b/2) / (b/2)) (5.29 for b = 0.01)
         abs_hi = np.minimum(abs_hi, np.log((1 - bin_size / 2) / (bin_size / 2)))
     z = (absd - threshold) / se
