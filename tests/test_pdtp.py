@@ -202,13 +202,12 @@ def test_same_bytes_for_any_jobs(tmp_path):
     csv = tmp_path / "d.csv"
     mixed_frame(24).to_csv(csv, index=False)
     spec = write_spec(tmp_path / "s.yaml", "random_forest", model={"params": {"n_estimators": 5}})
-    one = run_cli(
-        "pdtp", csv, "--model", spec, "--out", tmp_path / "j1", "--jobs", "1", "-q", "--engine", "refit"
-    )
-    two = run_cli(
-        "pdtp", csv, "--model", spec, "--out", tmp_path / "j2", "--jobs", "2", "-q", "--engine", "refit"
-    )
+    # the forest's noise floor (order-dependent) runs at both --jobs on 5 records, not the default 20 (half the fits)
+    flags = ("-q", "--engine", "refit", "--noise-floor", "5")
+    one = run_cli("pdtp", csv, "--model", spec, "--out", tmp_path / "j1", "--jobs", "1", *flags)
+    two = run_cli("pdtp", csv, "--model", spec, "--out", tmp_path / "j2", "--jobs", "2", *flags)
     assert one.code == two.code
+    assert b"above_noise_floor" in (tmp_path / "j1" / "pdtp.csv").read_bytes().splitlines()[0]  # floor measured
     assert (tmp_path / "j1" / "pdtp.csv").read_bytes() == (tmp_path / "j2" / "pdtp.csv").read_bytes()
 
 

@@ -1,4 +1,4 @@
-"""Interrupted runs lose no finished work: kill -9 or Ctrl-C a real `mptool pdtp`, then --resume.
+"""Interrupted runs lose no finished work: kill -9 a real `mptool pdtp`, then --resume.
 
 The resumed run must give byte-identical pdtp.csv to an uninterrupted run, reuse the
 chunks saved before the interruption, and remove its checkpoint once the results are
@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
 from held_estimators import hold_env, wait_for_hold
+
+from mptool.runtime.lock import LOCK_NAME
 
 N = 20  # 8 chunks of 2 or 3 refits at --jobs 1 (was 40: twice the random-forest refits per run)
 # the noise floor (the forest may depend on row order) on 2 records, not the default 20: the phase still runs
@@ -78,21 +80,35 @@ def reused(stderr: str) -> int:
 
 
 def test_sigkill_then_resume_gives_identical_results(tmp_path: Path, inputs) -> None:
+    """kill -9 a real run while a second run is refused by its lock; the stale lock; the resume checks; resume exact.
+
+    The one subprocess test of the --out lock between two real processes (ckpt-15 and ckpt-16 of
+    docs/bad-input.md end to end; test_bad_input_ckpt tests each refusal in-process): the first run
+    holds the lock inside a fit, a second run into the same folder is refused while it lives, and after
+    kill -9 (the kernel drops its flock) its lock is stale: explained without --resume, taken over with it.
+    """
     csv, spec, reference = inputs
     out = tmp_path / "out"
     proc = start(csv, spec, out, 1, "--quiet")  # 8 chunks in turn: 7 are left when the first is saved
     wait_for_first_chunk(proc, out)
+    # a second run while the first lives and holds its lock: refused, whatever its options
+    second = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--jobs", "1", "--quiet",
+                     "--resume", *HELD)
+    assert second.code == 2, second.stderr
+    assert f"another mptool run (pid {proc.pid}, started " in second.stderr and "wait for it" in second.stderr
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "pdtp.csv").exists() and not (out / "pdtp.json").exists()
 
-    # a plain rerun must not silently discard or continue the interrupted run
+    # a plain rerun must not silently discard or continue the interrupted run (its lock is stale now)
     plain = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--quiet", *HELD)
     assert plain.code == 2 and "--resume" in plain.stderr
+    assert "no longer running" in plain.stderr and f"pid {proc.pid}" in plain.stderr
     # --resume refuses a checkpoint made with another spec or other value-changing options
     res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--resume", "--seed", "7", *HELD)
     assert res.code == 2 and "cannot resume" in res.stderr and "different spec" in res.stderr
+    assert "taking over the stale lock" in res.stderr  # --resume takes the dead run's lock over (then refuses)
     res = run_cli("pdtp", csv, "--model", spec, "--out", out, "--engine", "refit", "--resume", "--sample", "5",
                   *HELD)
     assert res.code == 2 and "run options (sample: None then, 5 now)" in res.stderr
@@ -102,26 +118,11 @@ def test_sigkill_then_resume_gives_identical_results(tmp_path: Path, inputs) -> 
     assert got == reference
     summary = json.loads((out / "pdtp.json").read_text())["summary"]
     assert summary["n"] == N
+    assert not (out / LOCK_NAME).exists()
 
 
-def test_ctrl_c_exits_130_after_saving_then_resumes(tmp_path: Path, inputs) -> None:
-    csv, spec, reference = inputs
-    out = tmp_path / "out"
-    proc = start(csv, spec, out, 2)  # loky workers: Ctrl-C must stop them too
-    wait_for_first_chunk(proc, out)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr
-    note = [ln for ln in stderr.splitlines() if ln.startswith("mptool: interrupted")]
-    assert len(note) == 1 and "--resume" in note[0] and ".checkpoint" in note[0]
-    saved = int(note[0].split("; ")[1].split()[0])
-    assert saved > 0
-    assert not (out / "pdtp.csv").exists()
-
-    stderr, got = resume(csv, spec, out)
-    assert reused(stderr) >= saved
-    assert got == reference
+# The interrupt of a run on --jobs 2 (Ctrl-C to the whole process group, SIGTERM to mptool alone), its workers
+# stopped, and a resume that reuses the saved chunks: tests/test_signals.py::test_signal_with_loky_workers.
 
 
 # --- checkpoints of any run_tasks work (attack shadows, reduce-dtp steps) ---

@@ -178,14 +178,22 @@ def hint(stderr: str, signame: str, out: Path) -> int:
     assert len(lines) == 1, stderr
     line = lines[0]
     assert line.startswith(f"mptool: interrupted by {signame}; "), line
+    assert f" are saved in {out / '.checkpoint'}; " in line, line
     assert line.endswith(f"rerun the same command with --resume --out {out} to continue"), line
     return int(line.split("; ")[1].split()[0])
 
 
-def resume_pdtp(csv: Path, spec: Path, out: Path) -> bytes:
-    res = run_cli(*pdtp_args(csv, spec, out, 1), "--resume")
+def resume_pdtp(csv: Path, spec: Path, out: Path, saved: int | None = None) -> bytes:
+    """``--resume`` the interrupted run (in-process); with ``saved``, it must reuse at least the items saved."""
+    args = pdtp_args(csv, spec, out, 1)
+    if saved is not None:
+        args.remove("--quiet")  # the "resumed: N finished ..." line is an info line
+    res = run_cli(*args, "--resume")
     assert res.code in (0, 1), res.stderr
     assert not (out / ".checkpoint").exists()
+    if saved is not None:
+        line = next(ln for ln in res.stderr.splitlines() if ln.startswith("resumed: "))
+        assert int(line.split()[1]) >= saved, line
     return (out / "pdtp.csv").read_bytes()
 
 
@@ -212,9 +220,14 @@ def interrupt_pair(tmp_path: Path, csv: Path, spec: Path, jobs: int, how: dict[i
 
 
 def test_signal_during_mlp_fit_at_jobs_1(tmp_path: Path, mlp_inputs) -> None:
-    """Ctrl-C (SIGINT) and SIGTERM inside an MLP fit at --jobs 1: exit 130/143, hint, nothing written, resume exact."""
+    """Ctrl-C (SIGINT, which scikit-learn's MLP swallows) inside an MLP fit at --jobs 1: exit 130, hint, nothing
+    written, lock released, resume exact.
+
+    SIGTERM inside an MLP fit at --jobs 1 (mptool's own process, the same handler) is
+    test_sigterm_during_attack_shadow_training; with loky workers, both signals: test_signal_with_loky_workers.
+    """
     csv, spec, reference = mlp_inputs
-    runs = interrupt_pair(tmp_path, csv, spec, 1, {signal.SIGINT: "group", signal.SIGTERM: "process"})
+    runs = interrupt_pair(tmp_path, csv, spec, 1, {signal.SIGINT: "group"})
     for sig, run in runs.items():
         stderr = run.finish(128 + sig)
         saved = hint(stderr, signal.Signals(sig).name, run.out)
@@ -232,17 +245,20 @@ def test_signal_with_loky_workers(tmp_path: Path, mlp_inputs) -> None:
     """--jobs 2: Ctrl-C to the whole process group (workers too) and SIGTERM to mptool; workers stopped, no leaks."""
     csv, spec, reference = mlp_inputs
     runs = interrupt_pair(tmp_path, csv, spec, 2, {signal.SIGINT: "group", signal.SIGTERM: "process"})
+    saved = {}
     for sig, run in runs.items():
         stderr = run.finish(128 + sig)
-        hint(stderr, signal.Signals(sig).name, run.out)
+        saved[sig] = hint(stderr, signal.Signals(sig).name, run.out)
+        assert saved[sig] > 0
         assert not (run.out / "pdtp.csv").exists()
         assert not (run.out / LOCK_NAME).exists()
-    for run in runs.values():
-        assert resume_pdtp(csv, spec, run.out) == reference
+    for sig, run in runs.items():  # the chunks saved before the signal are reused, not refitted
+        assert resume_pdtp(csv, spec, run.out, saved=saved[sig]) == reference
 
 
 def test_sigterm_during_attack_shadow_training(tmp_path: Path, mlp_inputs) -> None:
-    """attack: SIGTERM while an MLP shadow model trains at --jobs 1, then --resume gives the clean run's bytes."""
+    """attack: SIGTERM while an MLP shadow model trains at --jobs 1: exit 143, hint, nothing written, lock released;
+    then --resume gives the clean run's bytes."""
     csv, spec, _ = mlp_inputs
     args = [
         "attack",
@@ -276,7 +292,9 @@ def test_sigterm_during_attack_shadow_training(tmp_path: Path, mlp_inputs) -> No
     stderr = run.finish(143)
     assert hint(stderr, "SIGTERM", out) > 0
     assert run.last_fit_epochs() == list(range(1, HOLD_AT + 1))
-    assert not (out / "attack.csv").exists()
+    assert not (out / "attack.csv").exists() and not (out / "attack.json").exists()
+    assert not [p.name for p in out.rglob(".*.tmp")], "a temporary file was left behind"
+    assert not (out / LOCK_NAME).exists(), "the --out lock must be released"
     resumed = run_cli(*args, "--out", out, "--resume")
     assert resumed.code == clean.code, resumed.stderr
     assert (out / "attack.csv").read_bytes() == (tmp_path / "clean" / "attack.csv").read_bytes()

@@ -53,3 +53,21 @@ def test_the_console_script_holds_and_in_process_calls_do_not() -> None:
     )
     assert _probe(code.format(argv=""))[-1] == "True"  # init never calls loaded(): still held at exit
     assert _probe(code.format(argv="sys.argv[1:]"))[-1] == "False"
+
+
+def test_a_fresh_workers_warm_up_holds_and_freezes_a_reused_one_and_the_main_process_do_not() -> None:
+    """prestart.warm in a loky worker imports with the collector held, then freezes (issue 25); never elsewhere."""
+    out = _probe(
+        "import gc, os\n"
+        "from mptool.runtime import prestart, startup\n"
+        "before = gc.get_threshold()\n"
+        "prestart.warm(os.getpid(), ('colorsys',))  # the main process itself: nothing held or frozen\n"
+        "print(gc.get_freeze_count() == 0, gc.get_threshold() == before, startup.held())\n"
+        "print(prestart.warm(os.getppid(), ('fractions', 'no_such_module_xyz'))[1])  # a worker: held, then frozen\n"
+        "frozen = gc.get_freeze_count()\n"
+        "print(frozen > 0, gc.get_threshold() == before, startup.held())\n"
+        "prestart.warm(os.getppid(), ('fractions',))  # a reused worker has its modules: nothing frozen again\n"
+        "print(gc.get_freeze_count() == frozen, gc.get_threshold() == before)\n"
+    )
+    assert out == ["True", "True", "False", "no_such_module_xyz:", "ModuleNotFoundError", "True", "True", "False",
+                   "True", "True"]

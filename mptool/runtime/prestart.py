@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -30,7 +31,7 @@ from typing import Any
 
 from joblib import Parallel, delayed
 
-from mptool.runtime import signals
+from mptool.runtime import signals, startup
 
 #: The environment variable that turns the pre-start off when set to 0.
 ENV = "MPTOOL_PRESTART"
@@ -51,13 +52,24 @@ def warm(parent_pid: int, modules: tuple[str, ...]) -> tuple[int, str | None]:
 
     SIGINT is first left to the main process, as in every task (``signals.leave_to_main_process``).
     An import that fails is returned, not raised: the real task that needs the module raises it.
+    A fresh worker imports with the collector held back, then freezes what the imports made
+    (:mod:`mptool.runtime.startup`, as the console script does): about a third of a worker's
+    start-up CPU (``benchmarks/bench_prestart_gc.py``). Nothing is held in the main process, nor in
+    a worker that has the modules already (a reused one: its objects are not all start-up's).
     """
     signals.leave_to_main_process(parent_pid)
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - reported by the real task, not here
-            return os.getpid(), f"{name}: {exc.__class__.__name__}"
+    fresh = os.getpid() != parent_pid and not all(name in sys.modules for name in modules)
+    if fresh:
+        startup.hold()
+    try:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001 - reported by the real task, not here
+                return os.getpid(), f"{name}: {exc.__class__.__name__}"
+    finally:
+        if fresh:
+            startup.loaded()
     return os.getpid(), None
 
 
