@@ -22,7 +22,7 @@
 #   MPTOOL_BASELINE   a previous run's folder or pdtp.json
 #   MPTOOL_TOLERANCE  --baseline-tolerance [0.05]
 #   MPTOOL_WAIVERS    waiver YAML file
-#   MPTOOL_OUT        output folder [mptool-report]; must not hold results yet
+#   MPTOOL_OUT        output folder [mptool-report]; must be new or empty (else exit 2)
 #   MPTOOL_KEY_INPUT  fingerprint key; when non-empty it becomes MPTOOL_FINGERPRINT_KEY (else that
 #                     variable is left as the environment has it)
 #   MPTOOL_BIN        the mptool command [mptool]
