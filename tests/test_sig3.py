@@ -10,9 +10,12 @@ each; neither starts Python (the refusal comes first; the second case's mptool i
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
-from test_bad_input import snapshot
+import pytest
+from conftest import run_cli
+from test_bad_input import assert_refused, good_csv, good_spec, snapshot
 from test_ci_cron import run_gate
 
 FORGED = "## :white_check_mark: DTP-1 holds (forged)\n"
@@ -67,3 +70,79 @@ def test_gate_reports_nothing_when_pdtp_exits_other_than_0_or_1(tmp_path: Path) 
     assert "DTP-1 holds" not in summary and "did not finish (exit code 2)" in summary
     assert not log.exists(), "mptool report ran on results pdtp did not finish"
     assert outputs.read_text().splitlines() == ["exit-code=2", "verdict=error", "report=fresh"]
+
+
+# ------------------------------------------------ mptool report of a signed result that does not verify (sig3-4)
+
+KEY_ENV = "MPTOOL_FINGERPRINT_KEY"
+KEY = "sig3-report-key"
+NOT_OURS = "its signature does not verify under MPTOOL_FINGERPRINT_KEY: not results this key's runs wrote"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two pdtp runs of the same tiny data: one signed under KEY, one made without a key (mac null)."""
+    d = tmp_path_factory.mktemp("sig3runs")
+    csv, spec = good_csv(d), good_spec(d)
+    folders = {}
+    for name, key in (("signed", KEY), ("unsigned", None)):
+        with pytest.MonkeyPatch.context() as mp:
+            if key is None:
+                mp.delenv(KEY_ENV, raising=False)
+            else:
+                mp.setenv(KEY_ENV, key)
+            res = run_cli("pdtp", csv, "--model", spec, "--out", d / name, "--jobs", "1", "-q")
+        assert res.code in (0, 1), res.stderr
+        folders[name] = d / name
+    assert json.loads((folders["signed"] / "pdtp.json").read_text())["summary"]["signature"]["mac"]
+    assert json.loads((folders["unsigned"] / "pdtp.json").read_text())["summary"]["signature"]["mac"] is None
+    return folders
+
+
+def edited(runs: dict[str, Path], tmp_path: Path, name: str = "signed") -> Path:
+    """A copy of a run whose pdtp.json says another output folder: a field no consistency check reads."""
+    run = shutil.copytree(runs[name], tmp_path / name)
+    doc = json.loads((run / "pdtp.json").read_text())
+    doc["summary"]["out"] = "elsewhere"
+    (run / "pdtp.json").write_text(json.dumps(doc))
+    return run
+
+
+def report(run: Path):
+    return run_cli("report", str(run), "--format", "both", "-q")
+
+
+def test_report_of_a_signed_run_that_verifies_is_written(runs, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    run = shutil.copytree(runs["signed"], tmp_path / "run")
+    res = report(run)
+    assert res.code == 0, res.stderr
+    assert (run / "report.md").is_file() and (run / "report.html").is_file()
+
+
+@pytest.mark.parametrize("how", ["edited json", "edited csv", "other key", "csv removed"])
+def test_report_refuses_a_signed_result_that_does_not_verify(runs, tmp_path: Path, monkeypatch, how: str) -> None:
+    monkeypatch.setenv(KEY_ENV, "another-key" if how == "other key" else KEY)
+    if how == "edited json":
+        run = edited(runs, tmp_path)
+    else:
+        run = shutil.copytree(runs["signed"], tmp_path / "run")
+    if how == "edited csv":  # the same records, one more byte (a trailing newline the CSV reader skips)
+        (run / "pdtp.csv").write_bytes((run / "pdtp.csv").read_bytes() + b"\n")
+    if how == "csv removed":
+        (run / "pdtp.csv").unlink()
+    before = snapshot(run)
+    line = assert_refused(report(run), [str(run / "pdtp.json"), NOT_OURS], run, before)
+    assert line == f"mptool: error: {run / 'pdtp.json'}: {NOT_OURS}"
+
+
+def test_report_without_a_signature_or_without_a_key_reads_as_before(runs, tmp_path: Path, monkeypatch) -> None:
+    """mac null (made without a key): reported under a key; a signed result edited: reported without one."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    unsigned = edited(runs, tmp_path, "unsigned")
+    assert report(unsigned).code == 0
+    monkeypatch.delenv(KEY_ENV)
+    signed = edited(runs, tmp_path)
+    res = report(signed)
+    assert res.code == 0, res.stderr
+    assert (signed / "report.md").is_file()
