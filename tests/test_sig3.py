@@ -5,6 +5,10 @@ A pull request that commits its own results folder (a forged pdtp.json/pdtp.csv/
 that already holds files (exit 2, before pdtp starts), and reports the folder only when pdtp exited
 0 or 1 (the only codes after which pdtp has written its results). Both cases run the script once
 each; neither starts Python (the refusal comes first; the second case's mptool is a stub).
+
+Defence in depth (sig3-4): ``mptool report`` under ``MPTOOL_FINGERPRINT_KEY`` refuses a signed
+pdtp.json that does not verify over pdtp.json and pdtp.csv (exit 2, nothing written); a result
+whose ``signature.mac`` is null, or any result without a key, is reported as before.
 """
 
 from __future__ import annotations
