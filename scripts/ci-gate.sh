@@ -10,6 +10,11 @@
 # 2 bad input, 3 internal error. A report that cannot be written never turns a gate into
 # a pass: with pdtp at 0, the report's failure code is returned.
 #
+# The gate publishes only a verdict this run computed: the output folder must be new or empty
+# (a pull request that commits a results folder is refused, exit 2, before pdtp starts), and the
+# folder is reported only when pdtp exited 0 or 1 (it writes its results then and only then);
+# any other code gives the "did not finish" step summary, never whatever files the folder holds.
+#
 # Inputs (environment; empty = not given):
 #   MPTOOL_DATA       dataset CSV (required)
 #   MPTOOL_SPEC       model spec YAML (required)
@@ -17,7 +22,7 @@
 #   MPTOOL_BASELINE   a previous run's folder or pdtp.json
 #   MPTOOL_TOLERANCE  --baseline-tolerance [0.05]
 #   MPTOOL_WAIVERS    waiver YAML file
-#   MPTOOL_OUT        output folder [mptool-report]; must not hold results yet
+#   MPTOOL_OUT        output folder [mptool-report]; must be new or empty (else exit 2)
 #   MPTOOL_KEY_INPUT  fingerprint key; when non-empty it becomes MPTOOL_FINGERPRINT_KEY (else that
 #                     variable is left as the environment has it)
 #   MPTOOL_BIN        the mptool command [mptool]
@@ -37,6 +42,22 @@ if [ -n "${MPTOOL_KEY_INPUT:-}" ]; then
 fi
 unset MPTOOL_KEY_INPUT
 
+summarize_unfinished() {  # $1: the exit code; the step summary and outputs of a gate that computed no verdict
+    if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+        printf '## :x: mptool pdtp did not finish (exit code %s)\n\nSee the job log for the error line.\n' "$1" \
+            >> "$GITHUB_STEP_SUMMARY"
+    fi
+    if [ -n "${GITHUB_OUTPUT:-}" ]; then
+        printf 'exit-code=%s\nverdict=error\nreport=%s\n' "$1" "$out" >> "$GITHUB_OUTPUT"
+    fi
+}
+
+if [ -e "$out" ] && { [ ! -d "$out" ] || [ -n "$(ls -A -- "$out" 2>/dev/null)" ]; }; then
+    echo "mptool: error: ci-gate.sh: MPTOOL_OUT ($out) already exists and is not an empty folder; the gate reports only what its own run writes: give a new or empty folder" >&2
+    summarize_unfinished 2
+    exit 2
+fi
+
 args=(pdtp "$data" --model "$spec" --out "$out" --threshold "${MPTOOL_THRESHOLD:-1.0}" --format junit --quiet)
 if [ -n "${MPTOOL_BASELINE:-}" ]; then
     args+=(--baseline "$MPTOOL_BASELINE" --baseline-tolerance "${MPTOOL_TOLERANCE:-0.05}")
@@ -48,7 +69,7 @@ fi
 $mptool_bin "${args[@]}"
 code=$?
 
-if [ -f "$out/pdtp.json" ]; then
+if [ "$code" -eq 0 ] || [ "$code" -eq 1 ]; then  # only then did pdtp write its results into $out
     $mptool_bin report "$out" --format both --quiet
     report_code=$?
     if [ "$report_code" -ne 0 ] && [ "$code" -eq 0 ]; then
@@ -57,9 +78,9 @@ if [ -f "$out/pdtp.json" ]; then
     if [ "$report_code" -eq 0 ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
         cat "$out/report.md" >> "$GITHUB_STEP_SUMMARY"
     fi
-elif [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
-    printf '## :x: mptool pdtp did not finish (exit code %s)\n\nSee the job log for the error line.\n' "$code" \
-        >> "$GITHUB_STEP_SUMMARY"
+else
+    summarize_unfinished "$code"
+    exit "$code"
 fi
 
 case "$code" in

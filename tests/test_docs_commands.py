@@ -255,7 +255,15 @@ def test_readme_baseline_workflow_reads_an_earlier_runs_artifact() -> None:
     assert gate["env"]["KEY"] == "${{ secrets.MPTOOL_FINGERPRINT_KEY }}"
     assert 'if [ -n "$KEY" ]; then export MPTOOL_FINGERPRINT_KEY' in gate["run"]
     assert "--baseline" in gate["run"] and download["with"]["path"] in gate["env"]["BASELINE"]
-    assert f"--out {upload['with']['path']}" in gate["run"]
+    # the results folder lies outside the checkout (a pull request cannot commit one), and the report step runs
+    # only when the gate's mptool exited 0 or 1 (it wrote its results then), never on a folder it did not write
+    assert upload["with"]["path"] == "${{ runner.temp }}/privacy-audit"
+    assert '--out "$RUNNER_TEMP/privacy-audit"' in gate["run"]
+    assert 'echo "exit-code=$rc" >> "$GITHUB_OUTPUT"' in gate["run"]
+    report = next(s for s in steps if "mptool report" in str(s.get("run", "")))
+    done = f"steps.{gate['id']}.outputs.exit-code"
+    assert report["if"] == f"always() && ({done} == '0' || {done} == '1')"
+    assert '"$RUNNER_TEMP/privacy-audit"' in report["run"] and "privacy-audit/report.md" in report["run"]
     ci = readme.split("## In CI (GitHub Actions)")[1].split("\n## ")[0]
     assert "MPTOOL_FINGERPRINT_KEY" in ci and "openssl rand -hex 32" in ci
 

@@ -146,9 +146,10 @@ def test_report_refuses_a_number_beyond_a_float(stopped_run, tmp_path: Path, edi
     assert "internal error" not in res.stderr and snapshot(tmp_path) == before
 
 
-def test_report_of_a_number_it_only_shows(stopped_run, tmp_path: Path) -> None:
+def test_report_of_a_number_it_only_shows(stopped_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A value the report only shows (not what the verdict rests on), a number beyond a float: it crashed the
     report (exit 3); now it is left out (the accuracy row empty) and the verdict still checked."""
+    monkeypatch.delenv("MPTOOL_FINGERPRINT_KEY")  # under the key an edited signed result is refused (sig3-4)
     folder = _edited(stopped_run, tmp_path / "run", lambda s: s.update(train_accuracy=HUGE))
     res = run_cli("report", folder, "--format", "md", "--out", "-")
     assert res.code == 0, res.stderr

@@ -16,7 +16,8 @@ from mptool.runtime.errors import EXIT_OK, InputError
 
 REPORT_EXIT_HELP = (
     "Exit codes: 0 = report written (whatever the verdict: the audit commands gate CI); "
-    "2 = no results in RESULTS_DIR, or bad usage; 3 = unexpected internal error."
+    "2 = no results in RESULTS_DIR, a result file edited (or, under MPTOOL_FINGERPRINT_KEY, a signed pdtp.json "
+    "that does not verify), or bad usage; 3 = unexpected internal error."
 )
 
 

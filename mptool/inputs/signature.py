@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from pathlib import Path
 from typing import Any
 
 from mptool.inputs.fingerprint import KEY_ENV, FingerprintKey, key_from_env
@@ -97,6 +98,33 @@ def verify(doc: dict[str, Any], records: bytes | None, where: str, flag: str) ->
         raise InputError(
             f"{where}: {flag} does not verify under {KEY_ENV}: pdtp.json or its records file changed after "
             "mptool wrote them; use the run's files as written, or remake the baseline"
+        )
+
+
+def check_report_signature(doc: dict[str, Any], records_file: Path, where: str) -> None:
+    """InputError when ``MPTOOL_FINGERPRINT_KEY`` is set and ``doc`` (pdtp.json) is signed but does not verify.
+
+    ``mptool report`` publishes a verdict: a signed result whose MAC does not verify under the key of
+    this environment over pdtp.json and its records file (``records_file``, when the records are not
+    in the JSON) was edited, forged or made under another key, so it is refused. A result whose
+    ``mac`` is null (made without a key), or any result without a key here, is read as before.
+    """
+    key = key_from_env()
+    summary = doc.get("summary")
+    sig = summary.get("signature") if isinstance(summary, dict) else None
+    if key is None or not isinstance(sig, dict) or sig.get("mac") is None:
+        return
+    records = None
+    if "records" not in doc:
+        try:
+            records = records_file.read_bytes()
+        except OSError:
+            records = b""  # signed over a records file that is gone: cannot verify, so refused below
+    mac = sig.get("mac")
+    if not (sig.get("scheme") == SCHEME and sig.get("key_id") == key.id and isinstance(mac, str)
+            and hmac.compare_digest(mac, result_mac(key, doc, records))):
+        raise InputError(
+            f"{where}: its signature does not verify under {KEY_ENV}: not results this key's runs wrote"
         )
 
 

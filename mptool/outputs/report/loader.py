@@ -170,6 +170,10 @@ def load_results(results_dir: str | Path, top: int = 20, show_values: bool = Fal
     from mptool.outputs.report.verify import verify_pdtp
 
     inputs.notes += verify_pdtp(pdtp_table, inputs.pdtp_summary, str(results_dir / "pdtp.json"))  # exit 2 if edited
+    if pdtp_doc is not None:  # a signed result that does not verify under this key: exit 2, nothing written
+        from mptool.inputs.signature import check_report_signature
+
+        check_report_signature(pdtp_doc, results_dir / "pdtp.csv", str(results_dir / "pdtp.json"))
     inputs.attack_table, inputs.attack_doc = _load_pair(results_dir, "attack", inputs)
     inputs.reduce_table, inputs.reduce_doc = _load_pair(results_dir, "reduce", inputs)
     from mptool.outputs.report.mitigation import load_mitigation
