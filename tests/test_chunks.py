@@ -13,12 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli, write_spec
+import yaml
+from conftest import run_cli
 
 import mptool.loo.refit as refit
 import mptool.loo.replicates as replicates
 import mptool.runtime.parallel as parallel
-from mptool.inputs.known_answer import ESTIMATOR, MODULE, known_frame
+from mptool.inputs.known_answer import MODULE, known_frame, known_spec
 
 
 def test_chunk_positions_keeps_its_count_and_splits_further_only_past_the_limit() -> None:
@@ -48,9 +49,8 @@ def test_ramp_chunks_are_capped_too() -> None:
 def data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     d = tmp_path_factory.mktemp("chunks")
     known_frame(0)[0].to_csv(d / "d.csv", index=False)
-    spec = write_spec(d / "s.yaml", ESTIMATOR, model={"params": {"weight_feature": 1, "noise": 1.0},
-                                                      "preprocess": "none"})
-    return d, d / "d.csv", spec
+    (d / "s.yaml").write_text(yaml.safe_dump(known_spec()))
+    return d, d / "d.csv", d / "s.yaml"
 
 
 @pytest.mark.parametrize("engine", [("--engine", "refit"), ("--replicates", "4:8")], ids=["refit", "replicates"])
