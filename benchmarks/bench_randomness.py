@@ -48,7 +48,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
-from bench_task_overhead import cpu_all  # noqa: E402 - CPU of this process and its live workers
+from _common import cpu_tree as cpu_all  # noqa: E402 - CPU of this process and its live workers
 
 import mptool  # noqa: E402
 from mptool.cli.pdtp import qualified_verdict, verdict_line  # noqa: E402

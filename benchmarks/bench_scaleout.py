@@ -38,7 +38,7 @@ import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-from bench_task_overhead import cpu_all  # noqa: E402 - this process and its workers, as there
+from _common import cpu_tree as cpu_all  # noqa: E402 - this process and its workers
 from joblib.externals.loky import get_reusable_executor  # noqa: E402
 
 from mptool.api.operations import WARM_MODULES  # noqa: E402

@@ -35,3 +35,31 @@ def test_a_missing_dataset_stops_with_one_line_naming_the_variable(common, tmp_p
 def test_without_the_variable_the_default_is_shared_datasets_beside_the_repository(common, monkeypatch) -> None:
     monkeypatch.delenv("MPTOOL_DATASETS", raising=False)
     assert common.DEFAULT == COMMON.parents[2] / "shared" / "datasets"
+
+
+def test_every_name_a_benchmark_imports_from_another_benchmark_exists() -> None:
+    """A helper moved between benchmark modules breaks no script at import (static: nothing is imported here)."""
+    import ast
+
+    folder = COMMON.parent
+    defined: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    names.update(e.id for e in ast.walk(t) if isinstance(e, ast.Name))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        defined[path.stem] = names
+    missing = []
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in defined and not node.level:
+                missing += [f"{path.name}: {node.module}.{a.name}" for a in node.names
+                            if a.name not in defined[node.module]]
+    assert not missing, missing
