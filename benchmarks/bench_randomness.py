@@ -210,6 +210,12 @@ def main() -> None:
                     help="instead: the known-answer calibration over DRAWS seeds (tests/test_randomness.py)")
     ap.add_argument("--ka-params", default="", help="known-answer parameters, e.g. noise=2,memorise=3")
     args = ap.parse_args()
+    engines = {e.strip() for e in args.engines.split(",") if e.strip()}
+    if not engines or not engines <= {"refit", "replicates"}:
+        ap.error("--engines takes refit, replicates or refit,replicates")
+    if (args.known_answer or args.time_to_verdict) and (args.checkpoint or engines != {"refit", "replicates"}):
+        ap.error("--engines and --checkpoint apply to the comparison table only (not --known-answer, "
+                 "--time-to-verdict)")
     if args.known_answer:
         params = {k: float(v) for k, v in (kv.split("=") for kv in args.ka_params.split(",") if kv)}
         known_answer(args.known_answer, args.replicates, params)
@@ -225,7 +231,6 @@ def main() -> None:
     print("| model | engine | nulls flagged | canaries flagged | random flagged | fits | CPU s "
           "| wall s | load |")
     print("|---|---|---|---|---|---|---|---|---|")
-    engines = set(args.engines.split(","))
     for name in args.models.split(","):
         spec = spec_for(name)
         allow = ("lightgbm",) if name == "lgbm" else ()
@@ -254,7 +259,7 @@ def main() -> None:
             above = sum(bool(x) for x in old.table.set_index("row").loc[kinds["null"], "above_noise_floor"]) \
                 if "above_noise_floor" in old.table else None
             print(f"|   | {name}: today's floor p95 {floor.get('p95', float('nan')):.3f}, nulls above it {above}; "
-                  f"chunks from a checkpoint {reused(saved.get('refit'))} | | | | | | | |", flush=True)
+                  f"records from a checkpoint {reused(saved.get('refit'))} | | | | | | | |", flush=True)
         if "replicates" in engines:
             new, c_new, w_new = timed(lambda spec=spec, allow=allow: mptool.pdtp(
                 t, spec, records=records, engine="auto", jobs=2, allow_import=allow, replicates=args.replicates,
@@ -263,8 +268,12 @@ def main() -> None:
             print(f"| {name} | replicates | {flags(new.table, kinds['null'])} | {flags(new.table, kinds['canary'])} "
                   f"| {flags(new.table, kinds['random'])} | {rep['fits']} | {c_new:.0f} | {w_new:.0f} "
                   f"| {load0:.1f}-{os.getloadavg()[0]:.1f} |")
-            ratio = f"wall ratio replicates/refit {w_new / w_old:.1f}, CPU {c_new / c_old:.1f}" \
-                if "refit" in engines else "refit engine not run in this sitting"
+            if "refit" not in engines:
+                ratio = "refit engine not run in this sitting"
+            elif any(c.reused for c in saved.values()):  # this sitting's CPU and wall cover only the new fits
+                ratio = "no ratio: fits were taken from a checkpoint"
+            else:
+                ratio = f"wall ratio replicates/refit {w_new / w_old:.1f}, CPU {c_new / c_old:.1f}"
             print(f"|   | {name}: randomness {new.summary['randomness']['sources']}; replicates used "
                   f"{rep['replicates_used']}; decided below {rep['decided_below']}, undecided {rep['undecided']}; "
                   f"{ratio}; items from a checkpoint {reused(saved.get('replicates'))} | | | | | | | |",

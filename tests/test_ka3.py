@@ -111,8 +111,8 @@ def test_bounds_cover_the_true_pdtp_at_the_nominal_level(runs) -> None:
     Slack: misses <= _allowed(n, 0.10), the one-sided binomial bound at 1e-3 (120 runs: 23 misses,
     coverage >= 80.8 %). The runs are seeded, so the outcome is the same on every machine and in any
     test order; the bound says how unlikely a failure would be for other seeds if the engine met 90 %.
-    It guards regressions, not the last points: over 3,000 runs per case the sequential bounds (reported at
-    the look a record stops at, not corrected for the looks) cover 0.86-0.89 for theta in 0.8-1.5 at 4:8
+    It guards regressions, not the last points: over 3,000 runs per case the bounds per look (before
+    2026-11-28) covered 0.86-0.89 for theta in 0.8-1.5 at 4:8, the repeated bounds at 0.05/L 0.92-0.99
     (docs/randomness.md section 5).
     """
     all_runs = [r for part in runs.values() for r in part]

@@ -395,13 +395,14 @@ def run_pdtp(
     with progress(1, f"A(T): fitting the model on the {T.n} records of T") as advance:  # a line past 5 s (issue 30)
         full_model = fit_checked(prep.template, T)
         advance(1)
+    fit_s = time.perf_counter() - t_fit0  # A(T)'s fit alone (the check below refits once more)
     check_before_work(engine, prep.template, T, prep.classes, positions)  # what the work would refuse after it
     shipped = {k: v for k, v in prep.trained.items() if k != "model"} if prep.trained is not None else None
     engine, randomness = choose_engine(prep, options, engine, full_model)
     t_fit = time.perf_counter()
-    workers = pdtp_workers(prep, options, engine, len(positions), t_fit - t_fit0)
+    workers = pdtp_workers(prep, options, engine, len(positions), fit_s)
     jobs = workers["workers"]
-    request = loo_request(prep, options, positions, full_model, jobs, checkpoint, t_fit - t_fit0)
+    request = loo_request(prep, options, positions, full_model, jobs, checkpoint, fit_s)
     if engine.name == "replicates":
         return run_randomized(prep, options, engine, request, randomness, key, progress, (t0, t_fit), workers)
     accuracy = categorical_accuracy(request) if engine.name == NaiveBayesEngine.name else None  # T encoded once

@@ -266,9 +266,8 @@ class ReplicateEngine:
             if need_full:
                 fits += self._grow_full(request, positions, seed, R, st)
             for batch in self._batches(todo, fail_fast, request.jobs):
-                fits += self._grow_loo(request, positions, seed, R, st, np.array(batch, dtype=np.int64))
-                if look == 0:
-                    advance(len(batch))
+                fits += self._grow_loo(request, positions, seed, R, st, np.array(batch, dtype=np.int64),
+                                       advance if look == 0 else None)
                 self._test(st, np.array(batch, dtype=np.int64), R)
                 decisions = decide(st.p_violation, st.p_below, plan.control, len(schedule), alpha_violation=alpha_v)
                 if fail_fast and any(v is True for v in decisions):
@@ -361,24 +360,35 @@ class ReplicateEngine:
         return len(reps)
 
     def _grow_loo(self, request: LooRequest, positions: np.ndarray, seed: int, R: int, st: _State,
-                  batch: np.ndarray) -> int:
+                  batch: np.ndarray, advance: Callable[[int], None] | None = None) -> int:
         """Replicates have .. R-1 of A(T minus t) for the records ``batch`` (indices into ``positions``).
 
         Pairs an interrupted run saved are taken from the checkpoint; each chunk fitted now is saved there.
+        ``advance(n)``: n more records of ``batch`` have all their pairs (progress as the chunks finish).
         """
         T, ckpt = request.train, request.checkpoint
-        pairs = np.array([(i, r) for r in range(int(st.have[batch].min()), R) for i in batch.tolist()
-                          if r >= st.have[i]], dtype=np.int64)  # by replicate: a chunk reuses its seeded pipeline
+        pairs = np.array([(i, r) for i in batch.tolist() for r in range(int(st.have[i]), R)],
+                         dtype=np.int64)  # by record, so records finish as the chunks do (a chunk seeds each r once)
         if not len(pairs):
             return 0
         tr = np.column_stack([positions[pairs[:, 0]], pairs[:, 1]])
         items = tr[:, 0] * PAIR_BASE + tr[:, 1]
         saved = np.array([int(p) in st.saved_loo for p in items.tolist()], dtype=bool)
         chunks = chunk_positions(np.nonzero(~saved)[0], request.jobs, per_job=4, max_items=chunk_limit(request.fit_s))
+        left = {int(r): int(c) for r, c in zip(*np.unique(pairs[~saved, 0], return_counts=True), strict=True)}
+        if advance is not None and len(batch) > len(left):
+            advance(len(batch) - len(left))  # records whose pairs were all saved
 
         def save(i: int, part: np.ndarray) -> None:
             if ckpt is not None:
                 ckpt.save(LOO_STAGE, items[chunks[i]], p=part)
+            if advance is not None:
+                done = 0
+                for rec in pairs[chunks[i], 0].tolist():
+                    left[rec] -= 1
+                    done += left[rec] == 0
+                if done:
+                    advance(done)
 
         try:
             parts = run_tasks(
@@ -412,6 +422,10 @@ class ReplicateEngine:
                 exhausted: bool, label_index: np.ndarray) -> ReplicateResult:
         """Per-record statistics at each record's last look; records never evaluated get NaN (undecided).
 
+        ``lower``/``upper`` are the intersection of the record's repeated bounds over the planned looks it had
+        (each at 0.05/L, so all hold at once with probability 0.95): a record decided below or above by its
+        smallest p-value over the looks has its bound on the decided side of the threshold.
+
         After a ``--fail-fast`` stop only the records evaluated are reported (``done``).
         """
         n, k = len(st.have), st.full.shape[2]
@@ -430,6 +444,14 @@ class ReplicateEngine:
                              looks)
             for f in cols:
                 cols[f][idx], raw_cols[f][idx] = getattr(s, f), getattr(r, f)
+            for early in (e for e in self.plan.schedule() if e < R):  # the bounds of every look the record had:
+                pe, le = st.full[:early, idx].transpose(1, 0, 2), st.loo[idx, :early]  # simultaneous at 0.05/L,
+                se = record_stats(self._scale(pe), self._scale(le), self.plan.threshold, b, looks)  # so their
+                re = record_stats(self._scale(pe, raw=True), self._scale(le, raw=True), self.plan.threshold, 0.0,
+                                  looks)  # intersection is too, and holds the look whose p-value decided
+                for c, e in ((cols, se), (raw_cols, re)):
+                    c["lower"][idx], c["upper"][idx] = np.fmax(c["lower"][idx], e.lower), np.fmin(c["upper"][idx],
+                                                                                                  e.upper)
             worst[idx], raw_worst[idx] = s.worst, r.worst
             m_full[idx], m_loo[idx] = pt_raw.mean(axis=1), pl_raw.mean(axis=1)
             b_full[idx], b_loo[idx] = s.m_full, s.m_loo

@@ -104,8 +104,8 @@ def record_stats(pt: np.ndarray, pl: np.ndarray, threshold: float, bin_size: flo
     se = np.maximum(np.maximum(sd, quantum), 1e-12) / np.sqrt(r)
     df = r - 1
     absd = np.abs(d)
-    # The bounds the two tests use: lower one-sided 95 % with Bonferroni over the k classes (the
-    # violation test), upper one-sided 95 % (the intersection-union test needs no correction).
+    # Repeated one-sided bounds at 0.05 / looks each: the lower one also Bonferroni over the k classes (the
+    # violation test's), the upper one the intersection-union test's (no correction over the classes).
     level = ALPHA / max(1, int(looks))
     abs_lo = np.maximum(absd - student_t.ppf(1.0 - level / k, df) * se, 0.0)
     abs_hi = absd + student_t.ppf(1.0 - level, df) * se
