@@ -241,7 +241,8 @@ def coverage(
     refitted: ``stopped`` then names the first confirmed violator (CSV row), how many records
     are reported (``after``, the records up to it in the refit order, the same for any
     ``--jobs``) of how many were requested (``of``), and ``refits_run``, the refits this run
-    actually made (a few more with parallel chunks; fewer when resumed). With ``--sample``,
+    actually made (a few more: the rest of the chunks in progress, whose size depends on ``--jobs``
+    and, for slow fits, on the timed fit of A(T); fewer when resumed): a cost, not a result. With ``--sample``,
     ``sample`` bounds the fraction of T above the threshold (``mptool.privacy.sampling``).
     """
     out: dict[str, Any] = {"complete": stopped is None}
