@@ -151,7 +151,8 @@ def test_report_refuses_a_damaged_stop_or_ending(ended: dict[str, Path], tmp_pat
     copy = _edited(ended[run], tmp_path / "run", change)
     line = assert_refused(run_cli("report", copy, "--format", "md", "--out", "-"),
                           [f"{copy / 'pdtp.json'}: {field}", "rerun mptool pdtp"], stdout_empty=True)
-    assert "<b>" not in line and "me " not in line and "42" not in line  # no raw value echoed
+    said = line.replace(str(copy), "")  # the folder's path may hold any digits (pytest-942 held "42")
+    assert "<b>" not in said and "me " not in said and "42" not in said  # no raw value echoed
 
 
 def test_report_of_runs_as_written_and_of_an_older_run(ended: dict[str, Path], tmp_path: Path) -> None:
