@@ -149,7 +149,7 @@ def test_check_reports_its_own_phases(forest, monkeypatch: pytest.MonkeyPatch) -
     res = run_cli("check", csv, "--model", spec, "--sample", "5", "--jobs", "1")
     assert res.code == 0, res.stderr
     for label in ("check: reading the data and the spec", "check: timing fits of A(T) on subsets of T",
-                  "check: randomness (a refit with another seed)"):
+                  "check: randomness (refits with other seeds)"):
         assert f"[mptool] {label}: 0/" in res.stderr, res.stderr
     line = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith("pdtp "))
     assert "replicates (4 to 32 per record)" in line and "known only as the run decides it" in line

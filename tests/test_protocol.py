@@ -111,8 +111,9 @@ def test_attack_cli_writes_documented_outputs_and_gates(cli, numeric_csv: Path, 
     assert r.code == 0, r.stderr
     table = pd.read_csv(out / "attack.csv")
     names = ["untargeted", "distance", "frequency", "threshold", "lira", "lira_offline", "rmia", "rmia_offline"]
-    assert list(table.columns) == ["row", "pdtp_mean", *[f"{n}_accuracy" for n in names],  # label: --show-values
-                                   "max_accuracy", "lira_score", "kl_leakage", "n_attacks", "pdtp_measurements"]
+    assert list(table.columns) == ["row", "pdtp_mean", "pdtp_decision",  # label: --show-values
+                                   *[f"{n}_accuracy" for n in names], "max_accuracy", "lira_score", "kl_leakage",
+                                   "n_attacks", "pdtp_measurements"]
     doc = json.loads((out / "attack.json").read_text())
     assert list(doc["attacks"]) == names
     for m in doc["attacks"].values():

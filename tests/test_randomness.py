@@ -238,7 +238,7 @@ def test_bad_replicate_flags_are_refused(tmp_path: Path, mixed_csv: Path, flags,
 
 def test_replicates_engine_refused_outside_pdtp(tmp_path: Path, mixed_csv: Path) -> None:  # rnd-5
     spec = write_spec(tmp_path / "s.yaml", "gaussian_nb")
-    with pytest.raises(InputError, match="--engine replicates is for mptool pdtp only"):
+    with pytest.raises(InputError, match="--engine replicates is for mptool pdtp and mptool attack"):
         mptool.reduce_dtp(mixed_csv, spec, engine="replicates")
 
 

@@ -1,6 +1,6 @@
 """``mptool mitigate`` for randomized training: each setting judged on decided violations (issue 27 item 6).
 
-For a spec with no exact engine, A(T) is refitted with another seed and with T's rows permuted
+For a spec with no exact engine, A(T) is refitted with other seeds and with T's rows permuted
 (:func:`mptool.loo.randomness.detect`, as ``mptool pdtp --engine auto`` does). A deterministic
 A keeps mitigate's paired refit, results unchanged. A randomized A is audited per setting with
 the replicate engine (:mod:`mptool.loo.replicates`): a setting **passes** only when every

@@ -35,7 +35,7 @@ import pandas as pd
 
 from mptool.api.early import WARM_MODULES
 from mptool.api.pdtp import PdtpOptions, noise_floor_records, run_pdtp, select_positions
-from mptool.api.randomized import check_replicate_options, detect_for
+from mptool.api.randomized import check_attack_replicates, check_replicate_options, detect_for
 from mptool.inputs import options as checks
 from mptool.inputs.models import proba_in, resolve_estimator
 from mptool.inputs.prepare import Prepared, fit_checked, prepare
@@ -298,6 +298,7 @@ def attack(
     budget: float | None = None,
     jobs: int | None = None,
     engine: str = "auto",
+    replicates: str | None = None,
     backend: str = "loky",
     scheduler: str | None = None,
     allow_import: tuple[str, ...] = (),
@@ -324,7 +325,9 @@ def attack(
     ``trained`` (a skops file, checked to be A(T)) is attacked too: T as members, as many rows
     from outside T as non-members (``summary["artefact"]``; the gates apply to it as well).
     ``rmia_gamma``, ``rmia_offline_a``: RMIA's pairwise threshold and offline a ("auto": tuned;
-    :mod:`mptool.attacks.rmia`).
+    :mod:`mptool.attacks.rmia`). ``engine="replicates"``: each PDTP measurement by the replicate
+    engine with ``replicates`` MIN:MAX training replicates per target (None: 4:32), which decides each
+    target beyond the training randomness (attack.csv ``pdtp_decision``; docs/randomness.md).
     """
     from mptool.attacks import DEFAULT_SHADOW_POOL
     from mptool.attacks.artefact import artefact_gates, attack_artefact  # the attack modules: only here (issue 28)
@@ -338,13 +341,14 @@ def attack(
     )
     checks.check_untargeted_features(untargeted_features, "untargeted_features")
     rmia_a = checks.check_rmia_flags(rmia_gamma, rmia_offline_a, dashes=False)
+    check_attack_replicates(engine, replicates)
     spec = as_spec(spec)
     options = AttackOptions(
         attacks=parse_attacks(attacks) if isinstance(attacks, str) else tuple(attacks), candidates=candidates,
         iterations=iterations, targets=targets, shadows=shadows, pairs=pairs,
         shadow_pool=DEFAULT_SHADOW_POOL if shadow_pool is None else shadow_pool, auto_pool=shadow_pool is None,
         shadow_data=shadow_data, per_class=per_class, untargeted_features=untargeted_features,
-        pdtp_iterations=pdtp_iterations, jobs=jobs, engine=engine,
+        pdtp_iterations=pdtp_iterations, jobs=jobs, engine=engine, replicates=replicates,
         max_accuracy=max_accuracy, max_auc=max_auc, backend=check_backend(backend, scheduler), budget=budget,
         rmia_gamma=float(rmia_gamma), rmia_offline_a=rmia_a,
     )

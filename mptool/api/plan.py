@@ -160,7 +160,7 @@ def check_plan(
             advance(1)
     randomized = False
     if detects:
-        with phase(1, "check: randomness (a refit with another seed)") as advance:
+        with phase(1, "check: randomness (refits with other seeds)") as advance:
             randomized = will_randomize(prep.template, fit, prep.classes, spec.seed)
             advance(1)
     T = prep.train

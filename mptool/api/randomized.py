@@ -1,6 +1,6 @@
 """``mptool pdtp`` for randomized training: detect the randomness, then audit with replicates.
 
-With ``--engine auto`` and no exact engine for the spec, A(T) is refitted with another seed and
+With ``--engine auto`` and no exact engine for the spec, A(T) is refitted with other seeds and
 with its rows permuted (:mod:`mptool.loo.randomness`). A deterministic A keeps today's paired
 refit engine, values unchanged. A randomized A gets the replicate engine
 (:mod:`mptool.loo.replicates`): each record's PDTP of the expected released prediction, its 95 %
@@ -58,6 +58,16 @@ def check_replicate_options(replicates: str | None, budget: int | None, control:
         raise InputError(f"--error-control must be one of {', '.join(CONTROLS)}")
 
 
+def check_attack_replicates(engine: str, replicates: str | None) -> None:
+    """``attack --replicates MIN:MAX`` valid, and given only with ``--engine replicates`` (exit 2 before any work)."""
+    if replicates is None:
+        return
+    if engine != "replicates":
+        raise InputError("--replicates sets the replicate engine's training replicates: add --engine replicates, "
+                         "or leave --replicates out")
+    parse_replicates(replicates)
+
+
 def choose_engine(prep: Prepared, options: Any, engine: Any, full_model: Any) -> tuple[Any, dict[str, Any]]:
     """The engine after randomness detection and the ``randomness`` block of pdtp.json.
 
@@ -107,7 +117,7 @@ def detect_for(prep: Prepared, options: Any, on_fit: Callable[[float], Any] | No
 
 
 #: The progress label of the randomness check (docs/randomness.md section 1).
-RANDOMNESS_PHASE = "randomness check (A(T) refitted as is, with another seed, with rows permuted)"
+RANDOMNESS_PHASE = "randomness check (A(T) refitted as is, with other seeds, with rows permuted)"
 
 
 @contextmanager
@@ -125,7 +135,7 @@ def randomness_line(block: dict[str, Any], engine: str) -> str:
     if not block.get("checked"):
         return ""
     if not block.get("randomized"):
-        return (f"randomness: none detected (A(T) refitted with another seed and with rows permuted: the same "
+        return (f"randomness: none detected (A(T) refitted with other seeds and with rows permuted: the same "
                 f"predictions to {RTOL:g}); engine {engine}")
     return (f"randomness: A(T) depends on {block['sources']} (largest change of a probability on T "
             f"{block['max_change']:.3g}); engine {engine}: each record's influence is estimated beyond it")

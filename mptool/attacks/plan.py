@@ -75,6 +75,7 @@ class Needs:
     untargeted: bool
     pdtp: bool  # PDTP is measured
     refit_pdtp: bool  # ... by refits: one leave-one-out fit per target per measured iteration
+    replicates: int = 0  # --engine replicates: MIN replicates a side (the plan counts the first look only)
     attribute: bool = False  # attribute:COLUMN: the target models refitted and queried per candidate value
     label_only: bool = False  # label_only: --shadows calibration models, the target models refitted and queried
 
@@ -85,7 +86,10 @@ def count_fits(o: Any, needs: Needs) -> dict[str, int]:
     fits = {"target": 2 * o.iterations}
     if n_pdtp:
         fits["pdtp_full"] = 2 * n_pdtp
-        if needs.refit_pdtp:
+        if needs.refit_pdtp and needs.replicates:  # the first look: MIN a side, more for undecided targets
+            low = needs.replicates
+            fits["pdtp_replicates"] = low * o.targets * n_pdtp + 2 * low * n_pdtp
+        elif needs.refit_pdtp:
             fits["pdtp_refits"] = o.targets * n_pdtp
     if o.shadow_pool:
         fits["shadow_pool"] = o.shadow_pool
@@ -135,6 +139,7 @@ def estimate_seconds(o: Any, needs: Needs, c: Costs) -> float:
         "target": c.fit_s + 2 * c.predict_s,
         "pdtp_full": c.fit_s,
         "pdtp_refits": c.fit_s + c.predict_one_s,
+        "pdtp_replicates": c.fit_s + c.predict_one_s,
         "shadow_pool": c.fit_s + c.predict_s,
         "shadow_general": c.fit_s + c.predict_s,
         "shadow_pairs": c.fit_s + c.predict_one_s,
@@ -257,6 +262,9 @@ def plan_line(o: Any, needs: Needs, costs: Costs, budget: float | None, changes:
         f"(an estimate: one fit of A on {o.candidates // 2:,} records took "
         f"{costs.fit_s:.3f} s)"
     )
+    if needs.replicates:
+        line += (f"; pdtp replicates counted at the first look ({needs.replicates} a side): targets still "
+                 "undecided take more, so the run can take longer")
     if budget is not None:
         line += f"; --budget {budget:g} s: " + ("; ".join(changes) if changes else "the full plan fits")
     return line

@@ -111,7 +111,16 @@ BudgetOpt = Annotated[
     ),
 ]
 OutOpt = Annotated[Path | None, typer.Option(help="Output directory [default: mptool-out/attack-TIMESTAMP].")]
-EngineOpt = Annotated[str, typer.Option(help="Leave-one-out engine for PDTP: auto, exact or refit.")]
+EngineOpt = Annotated[
+    str,
+    typer.Option(help="Leave-one-out engine for PDTP: auto, exact, refit, or replicates (randomized training: "
+                 "each target decided beyond the training randomness, attack.csv pdtp_decision)."),
+]
+ReplicatesOpt = Annotated[
+    str | None,
+    typer.Option(help="--engine replicates: MIN:MAX training replicates per target, MIN first, doubled for "
+                 "targets still undecided [default: 4:32]."),
+]
 TrainedOpt = Annotated[
     Path | None,
     typer.Option(
@@ -141,7 +150,8 @@ shadow models from one pool; --shadow-pool 0 trains --pairs fresh in/out pairs p
 target per iteration, as the paper does (about 100 times the fits). Before the work, one
 line gives the planned model fits and an estimated time; --budget sizes the run to fit.
 
-DIR/attack.csv, one row per target: row, [id], [label], pdtp_mean, <attack>_accuracy per
+DIR/attack.csv, one row per target: row, [id], [label], pdtp_mean, pdtp_decision (violation,
+below or undecided; --engine replicates decides randomized training), <attack>_accuracy per
 attack (lira gives lira_ and lira_offline_, rmia rmia_ and rmia_offline_), max_accuracy, lira_score (mean online
 LiRA log-likelihood ratio while a member), kl_leakage (Farokhi-Kaafar, nats; empty where
 not estimable), n_attacks, pdtp_measurements. DIR/attack.json: {"summary": {...}, "attacks":
@@ -191,6 +201,7 @@ def attack(
     seed: SeedOpt = None,
     bin_size: BinSizeOpt = None,
     engine: EngineOpt = "auto",
+    replicates: ReplicatesOpt = None,
     allow_import: AllowImportOpt = None,
     trained: TrainedOpt = None,
     rmia_gamma: RmiaGammaOpt = 1.0,
@@ -226,6 +237,9 @@ def attack(
     flags.check_untargeted_features(untargeted_features)
     flags.check_trained(trained)
     flags.check_rmia_flags(rmia_gamma, rmia_offline_a)
+    from mptool.api.randomized import check_attack_replicates
+
+    check_attack_replicates(engine, replicates)
     data_path, spec_path = resolve_inputs(data, model, "attack", quiet)
     backend = check_backend(backend, scheduler)
     names = parse_attacks(attacks)
@@ -252,7 +266,8 @@ def attack(
         shadows=shadows, pairs=pairs, shadow_pool=shadow_pool, shadow_data=shadow_data, per_class=per_class,
         untargeted_features=untargeted_features,
         pdtp_iterations=pdtp_iterations, max_accuracy=max_accuracy, max_auc=max_auc, budget=budget, jobs=jobs or None,
-        engine=engine, backend=backend, scheduler=scheduler, progress=lambda n, label: ui.progress(n, label, quiet),
+        engine=engine, replicates=replicates, backend=backend, scheduler=scheduler,
+        progress=lambda n, label: ui.progress(n, label, quiet),
         checkpoint=opener, prepared=prep, on_plan=opener.lines.append, trained=trained,
         rmia_gamma=rmia_gamma, rmia_offline_a=rmia_offline_a,
     )

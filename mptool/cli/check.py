@@ -52,7 +52,7 @@ def print_plan(plan, jobs: int) -> None:
 
         echo(ui.safe_line(RANDOMNESS_TEXT.replace(
             "Randomness detection: where the engine is refit, ",
-            "randomness: this dry run refits the largest timed subset of T with another seed (its pdtp line names "
+            "randomness: this dry run refits the largest timed subset of T with other seeds (its pdtp line names "
             "the engine that follows); "), None))
     echo(ui.safe_line(f"DTP upper bound: {plan.bound}", None))
     sizes = ", ".join(f"{n:,}" for n, _ in plan.timed_sizes)

@@ -78,7 +78,7 @@ def mitigate(
     DIR/mitigate.csv (one row per setting), DIR/mitigate.json (decision, runner-ups, plan) and,
     when a setting passes, DIR/recommended-spec.yaml: 'mptool pdtp DATA --model
     DIR/recommended-spec.yaml' re-audits it to the claimed max PDTP. Randomized training (a
-    forest, a network: detected by refitting with another seed and row order) is judged per
+    forest, a network: detected by refitting with other seeds and row order) is judged per
     setting on decided violations (docs/randomness.md): a setting with records undecided beyond
     the randomness is "not established", never recommended.
     """

@@ -42,7 +42,7 @@ def select_engine(choice: str, spec: Spec, template: Any, replicates: bool = Fal
         return RefitEngine()
     if choice == "replicates":
         if not replicates:
-            raise InputError("--engine replicates is for mptool pdtp only; use auto, exact or refit here")
+            raise InputError("--engine replicates is for mptool pdtp and mptool attack; use auto, exact or refit here")
         return ReplicateEngine()
     reasons, own = [], []
     est = template.steps[-1][1] if isinstance(template, Pipeline) else template

@@ -96,6 +96,9 @@ def to_csv_exact(frame: pd.DataFrame) -> str:
 #: likely one), so it names the label as often as the model is right on T (80-86% on Adult).
 VALUE_COLUMNS = ("label", "worst_class")
 
+#: attack.csv's ``pdtp_decision`` values (docs/randomness.md section 8); "" where PDTP was not measured.
+PDTP_DECISIONS = ("violation", "below", "undecided")
+
 
 def published(frame: pd.DataFrame, show_values: bool = False) -> pd.DataFrame:
     """``frame`` as it may be written or printed: without :data:`VALUE_COLUMNS` unless ``show_values``.

@@ -84,7 +84,8 @@ def run_needs(run: Run, engine: Any) -> plan_mod.Needs:
         synthetic="untargeted" in wants and run.source != "population",
         untargeted="untargeted" in wants,
         pdtp=pdtp_on,
-        refit_pdtp=pdtp_on and engine.name == "refit",
+        refit_pdtp=pdtp_on and engine.name in ("refit", "replicates"),
+        replicates=engine.plan.min_r if pdtp_on and engine.name == "replicates" else 0,
         attribute=attribute_mod.column_of(o.attacks) is not None,
         label_only="label_only" in wants,
     )

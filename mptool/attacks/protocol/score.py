@@ -18,7 +18,7 @@ from mptool.attacks.protocol.adapters import AttackResults
 from mptool.attacks.protocol.draw import Draw
 from mptool.attacks.protocol.gate import GATE_RULE, gate
 from mptool.attacks.protocol.state import AttackOutcome, Run
-from mptool.attacks.protocol.targets import PdtpMeasure, TargetOutputs
+from mptool.attacks.protocol.targets import DECISIONS, PdtpMeasure, TargetOutputs
 from mptool.attacks.shadows import rng_for
 from mptool.outputs.results import manifest
 
@@ -29,7 +29,13 @@ ATTACK_COLUMNS = {
     "label": "the record's label (written only with --show-values; the API's table always has it)",
     "pdtp_mean": "mean PDTP of the record while a member, over the first --pdtp-iterations iterations; with the "
     "refit engine and randomized training (detected) a single-refit estimate per iteration that counts the training "
-    "randomness as influence, no record decided (attack.json summary.pdtp_basis; docs/randomness.md)",
+    "randomness as influence, no record decided (attack.json summary.pdtp_basis; docs/randomness.md); with "
+    "--engine replicates the mean of the replicate estimates (summary.pdtp_replicates)",
+    "pdtp_decision": "DTP-1 decision of the record over its PDTP measurements: violation (PDTP above 1 in every "
+    "measurement: exact engines and a deterministic refit; or decided above by the replicate engine at its error "
+    "control in every one), below (the same below), undecided (the measurements disagree, the replicate engine "
+    "could not decide, or the training is randomized and the refit engine cannot tell; --engine replicates "
+    "decides); empty where not measured",
     "<attack>_accuracy": "per-target accuracy: correct membership guesses / attacks on the record (2 per iteration)",
     **attribute_mod.COLUMNS,
     "max_accuracy": "largest per-target accuracy over the attacks run",
@@ -78,6 +84,8 @@ def per_target_table(
         table["id"] = D.ids[tpos]
     table["label"] = D.y[tpos]
     table["pdtp_mean"] = measured.mean
+    if measured.decision is not None:
+        table["pdtp_decision"] = pd.Series(list(measured.decision), dtype=object)
     attack_out: dict[str, dict[str, Any]] = {}
     for name in names:
         sc, decision = attacked.results[name]
@@ -136,6 +144,9 @@ def run_summary(
         "pdtp_iterations": measured.iterations,
         "engine": measured.engine,
         **({"pdtp_basis": measured.basis} if measured.basis is not None else {}),
+        **({"pdtp_decisions": {d: int(np.sum(measured.decision == d)) for d in DECISIONS}}
+           if measured.decision is not None else {}),
+        **({"pdtp_replicates": measured.replicates} if measured.replicates is not None else {}),
         "shadows": o.shadows,
         "pairs": o.pairs,
         "shadow_pool": o.shadow_pool,

@@ -52,6 +52,7 @@ class AttackOptions:
     pdtp_iterations: int = 10
     jobs: int | None = None
     engine: str = "auto"
+    replicates: str | None = None  # --engine replicates: MIN:MAX training replicates per record (None: 4:32)
     backend: str = "loky"
     max_accuracy: float | None = None
     max_auc: float | None = None
@@ -168,8 +169,20 @@ def resolve_options(prep: Prepared, options: AttackOptions) -> tuple[AttackOptio
 
 
 def select_pdtp_engine(options: AttackOptions, prep: Prepared) -> Any:
-    """The leave-one-out engine of the PDTP measurements (None without them)."""
-    return select_engine(options.engine, prep.spec, prep.template) if options.pdtp_iterations else None
+    """The leave-one-out engine of the PDTP measurements (None without them).
+
+    ``--engine replicates``: the replicate engine of ``mptool pdtp`` (:mod:`mptool.loo.replicates`)
+    with ``--replicates MIN:MAX``, Benjamini-Hochberg across the targets of each measurement, the
+    DTP-1 threshold 1 on the binned scale. Its plan has no release policy: the attack's template is
+    already the released model (:func:`mptool.privacy.release.released_template`)."""
+    if not options.pdtp_iterations:
+        return None
+    if options.engine != "replicates":
+        return select_engine(options.engine, prep.spec, prep.template)
+    from mptool.loo.replicates import ReplicateEngine, ReplicatePlan, parse_replicates
+
+    lo, hi = parse_replicates(options.replicates)
+    return ReplicateEngine(ReplicatePlan(lo, hi, None, "bh", 1.0, prep.spec.output.bin_size, "binned", None))
 
 
 def new_run(prep: Prepared, options: AttackOptions, progress: Progress) -> Run:

@@ -14,6 +14,7 @@ from mptool.attacks.protocol.draw import Draw
 from mptool.attacks.protocol.state import Run
 from mptool.inputs.models import fit, model_numerics, proba_in
 from mptool.loo import LooRequest
+from mptool.outputs.formats import PDTP_DECISIONS
 from mptool.privacy.calibration import bin_probabilities
 from mptool.privacy.dtp import pdtp_of
 from mptool.runtime.parallel import chunk_positions, run_tasks
@@ -101,6 +102,37 @@ class PdtpMeasure:
     iterations: int
     engine: str | None
     basis: dict[str, Any] | None = None  # refit engine: one paired refit per measurement, randomness detected
+    decision: np.ndarray | None = None  # (targets,) attack.csv's pdtp_decision (DECISIONS); None: not measured
+    replicates: dict[str, Any] | None = None  # --engine replicates: attack.json summary.pdtp_replicates
+
+
+#: attack.csv's ``pdtp_decision`` values (one per target; "" where PDTP was not measured).
+DECISIONS = PDTP_DECISIONS
+
+
+def measurement_decisions(values: np.ndarray, engine_name: str, basis: dict[str, Any] | None,
+                          res: Any, threshold: float = 1.0) -> np.ndarray:
+    """Each measured target's DTP-1 decision in one measurement (:data:`DECISIONS`).
+
+    Exact engines and the refit engine of a training detected deterministic: the value is exact,
+    so ``violation`` where the binned PDTP exceeds ``threshold`` (as ``mptool pdtp``'s gate), else
+    ``below``. The replicate engine: its decision at the stated error control. The refit engine of a
+    randomized training: ``undecided`` (one paired refit cannot tell the record from the randomness).
+    """
+    if engine_name == "replicates":
+        return np.array(["violation" if d is True else "below" if d is False else "undecided"
+                         for d in res.decisions], dtype=object)
+    if engine_name == "refit" and basis is not None and not basis["decided"]:
+        return np.full(len(values), "undecided", dtype=object)
+    return np.where(np.asarray(values) > threshold, "violation", "below").astype(object)
+
+
+def combined_decisions(per: list[list[str]]) -> np.ndarray:
+    """A target's decision over its measurements: the one every measurement agrees on, else ``undecided``
+    ("" where it was never measured). A violation (or a below) is then established in each measurement at
+    its own level, so the combined call errs no more often than one measurement's."""
+    return np.array(["" if not d else d[0] if all(x == d[0] for x in d) else "undecided" for d in per],
+                    dtype=object)
 
 
 #: What ``pdtp_mean`` of a randomized target model is (attack.json ``summary.pdtp_basis``; docs/randomness.md).
@@ -129,12 +161,18 @@ def pdtp_basis(run: Run, half: Any, model: Any, classes: np.ndarray, engine_name
 
 def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
     """PDTP of each target while a member, averaged over the first ``pdtp_iterations``
-    iterations (Long et al. 5.4, step 3): one leave-one-out per iteration on its half."""
+    iterations (Long et al. 5.4, step 3): one leave-one-out per iteration on its half.
+
+    With the replicate engine (``--engine replicates``) each measurement is the replicate estimate
+    of ``mptool pdtp`` (docs/randomness.md) and decides each target; every engine's decisions are
+    combined over a target's measurements (:func:`combined_decisions`)."""
     o, D, bin_size = run.options, draw.D, run.bin_size
     t0 = time.perf_counter()
     total, count = np.zeros(o.targets), np.zeros(o.targets, dtype=int)
+    per: list[list[str]] = [[] for _ in range(o.targets)]
     n_pdtp = min(o.pdtp_iterations, o.iterations)
     engine_name, basis = None, None
+    rep = {"fits": 0, "replicates": [], "budget_exhausted": False}
     if engine is not None and n_pdtp:
         with run.progress(n_pdtp * o.targets, f"PDTP leave-one-out ({engine.name})") as advance:
             for i in range(n_pdtp):
@@ -153,9 +191,16 @@ def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
                     engine_name = res.engine
                     if basis is None and i == 0:
                         basis = pdtp_basis(run, Th, model, draw.classes, res.engine)
-                    vals = pdtp_of(res.p_full, res.p_loo, bin_size)
-                    total[which] += vals.pdtp
+                    if engine_name == "replicates":
+                        values = np.asarray(res.stats.estimate, dtype=float)
+                        rep["fits"] += int(res.fits)
+                        rep["replicates"].extend(int(r) for r in res.replicates)
+                    else:
+                        values = pdtp_of(res.p_full, res.p_loo, bin_size).pdtp
+                    total[which] += values
                     count[which] += 1
+                    for j, d in zip(which, measurement_decisions(values, engine_name, basis, res), strict=True):
+                        per[j].append(str(d))
         run.fits["pdtp_full"] = 2 * n_pdtp
         run.fits["pdtp_leave_one_out_records"] = int(count.sum())
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -163,4 +208,27 @@ def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
     run.timings["pdtp_s"] = time.perf_counter() - t0
     if basis is not None and not basis["decided"]:
         run.notes.append(f"pdtp_mean is a {basis['basis']}")
-    return PdtpMeasure(mean, count, n_pdtp, engine_name, basis)
+    decision = combined_decisions(per) if engine_name is not None else None
+    replicates = None
+    if engine_name == "replicates":
+        run.fits["pdtp_replicates"] = rep["fits"]
+        replicates = replicates_summary(engine.plan, rep["replicates"], rep["fits"], decision)
+    return PdtpMeasure(mean, count, n_pdtp, engine_name, basis, decision, replicates)
+
+
+def replicates_summary(plan: Any, used: list[int], fits: int, decision: np.ndarray) -> dict[str, Any]:
+    """attack.json ``summary.pdtp_replicates``: the plan, the error control, the fits, the decisions' counts."""
+    from mptool.privacy.influence import ALPHA, CONTROLS
+
+    looks = len(plan.schedule())
+    return {
+        "statistic": "per measurement, mptool pdtp's replicate estimate on that half: PDTP of the expected binned "
+        "prediction over the training randomness (docs/randomness.md); pdtp_mean averages it over the measurements",
+        "replicates_min": plan.min_r,
+        "replicates_max": plan.max_r,
+        "replicates_per_record": {str(r): used.count(r) for r in sorted(set(used))},
+        "error_control": f"{CONTROLS[plan.control]} at {ALPHA:g} across the targets of each measurement, "
+        f"Bonferroni over the {looks} looks; a target's decision is the one all its measurements agree on",
+        "fits": int(fits),
+        "decisions": {d: int(np.sum(decision == d)) for d in DECISIONS},
+    }

@@ -443,7 +443,8 @@ def attack_targets(inputs: ReportInputs, top: int, show_values: bool = False) ->
     acc_cols = attack_accuracy_columns(t)
     cols = [
         c
-        for c in ("row", "id", "label", "pdtp_mean", *acc_cols.values(), "max_accuracy", "lira_score", "kl_leakage")
+        for c in ("row", "id", "label", "pdtp_mean", "pdtp_decision", *acc_cols.values(), "max_accuracy", "lira_score",
+                  "kl_leakage")
         if c in t and (show_values or c not in VALUE_COLUMNS)
     ]
     rows = []
@@ -452,11 +453,13 @@ def attack_targets(inputs: ReportInputs, top: int, show_values: bool = False) ->
             [
                 data_cell(r[c])
                 if c in DATA_COLUMNS
+                else (str(r[c]) if r[c] in formats.PDTP_DECISIONS else "")  # what mptool writes, nothing else shown
+                if c == "pdtp_decision"
                 else fmt(r[c], None if c == "row" else 4 if c in ("pdtp_mean", "kl_leakage") else 3)
                 for c in cols
             ]
         )
-    out = _table(cols, rows, {c for c in cols if c not in ("id", "label")})
+    out = _table(cols, rows, {c for c in cols if c not in ("id", "label", "pdtp_decision")})
     out["columns"] = [c.replace("_accuracy", " acc.") if c in acc_cols.values() else c for c in cols]
     return out
 
@@ -525,7 +528,16 @@ def attack_pdtp_note(inputs: ReportInputs) -> str | None:
     seed or the row order, docs/randomness.md section 8): each value counts the training randomness
     as influence. None otherwise (exact engines, a deterministic training): their reports are unchanged.
     """
-    basis = lookup(summary_of(inputs.attack_doc), "pdtp_basis")
+    summary = summary_of(inputs.attack_doc)
+    replicates = lookup(summary, "pdtp_replicates")
+    if isinstance(replicates, dict):
+        got = lookup(summary, "pdtp_decisions")
+        n = {d: number(lookup(got, d)) for d in formats.PDTP_DECISIONS}
+        counts = ", ".join(f"{fmt(v, None)} {d}" for d, v in n.items() if v is not None)
+        return (f"pdtp_mean and pdtp_decision come from the replicate engine (--engine replicates): each target "
+                f"decided beyond the training randomness ({counts}); an undecided target is neither shown safe nor "
+                "shown to violate DTP-1.")
+    basis = lookup(summary, "pdtp_basis")
     if not isinstance(basis, dict) or basis.get("decided") is not False:
         return None
     sources = basis.get("sources")
