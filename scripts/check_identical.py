@@ -7,7 +7,7 @@ and compares the SHA-256 of each result CSV. Used to show that a behaviour-prese
 change (the issue 17 restructure) is behaviour-preserving. Prints one line per run and a
 final ``N identical, M different`` line; exits 1 when any differs.
 
-    python scripts/check_identical.py --base 472d29b [--configs adult-nb,adult-lr] [--skip-attack]
+    python scripts/check_identical.py --base 472d29b [--configs adult-nb,adult-lr] [--commands pdtp,reduce-dtp]
 
 ``--show-values`` runs this tree's pdtp and attack with ``--show-values``: since issue 26 the
 label and worst_class columns are written only then, and with it the files must be
