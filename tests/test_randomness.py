@@ -124,6 +124,59 @@ def test_detection_names_the_source() -> None:
     assert not none.randomized and none.max_change == 0.0
 
 
+class _TieSeedTree:
+    """A classifier whose model depends on its seed only for some seeds (as a decision tree whose seed breaks
+    ties: several seeds give the spec's tree). ``same``: the seeds that give the spec seed's model."""
+
+    same: frozenset[int] = frozenset()
+
+    def __init__(self, random_state: int = 0) -> None:
+        self.random_state = random_state
+
+    def get_params(self, deep: bool = True) -> dict:
+        return {"random_state": self.random_state}
+
+    def set_params(self, **params):
+        self.random_state = params["random_state"]
+        return self
+
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        self.shift_ = 0.0 if self.random_state in self.same else 0.1
+        return self
+
+    def predict_proba(self, X):
+        p = np.full(len(X), 0.3 + self.shift_)
+        return np.column_stack([p, 1 - p])
+
+
+def test_detection_tries_more_seeds_than_one_that_gives_the_same_model() -> None:
+    """The first other seed gives the spec seed's model (a tie-breaking seed); the second one differs: found,
+    with seeds_tried 2. When all three give the same model the training is called deterministic in the
+    seed, with seeds_tried 3 (the documented miss: docs/randomness.md section 1)."""
+    from mptool.loo.randomness import SEEDS, _draws, detection_fits, planned_fits
+
+    X, y = pd.DataFrame({"x": np.arange(8.0)}), np.array([0, 1] * 4)
+    seeds, _ = _draws(0, len(y))
+    assert SEEDS == 3 and len(set(seeds)) == 3 and 0 not in seeds
+
+    class Tree(_TieSeedTree):
+        same = frozenset({0, seeds[0]})
+
+    found = detect(Tree(0), Tree(0).fit(X, y), X, y, np.array([0, 1]), 0)
+    assert found.seed is True and found.seeds_tried == 2 and found.max_change == pytest.approx(0.1, rel=1e-12)
+    assert detection_fits(Tree(0), found) == 1 + 2 + 2  # as is, 2 seeds, a permutation and its reverse
+
+    class Tied(_TieSeedTree):
+        same = frozenset({0, *seeds})
+
+    missed = detect(Tied(0), Tied(0).fit(X, y), X, y, np.array([0, 1]), 0)
+    assert missed.seed is False and missed.seeds_tried == 3 and not missed.randomized
+    assert detection_fits(Tied(0), missed) == planned_fits(Tied(0)) == 1 + 3 + 2
+    first = detect(Tree(0), Tree(0).fit(X, y), X, y, np.array([0, 1]), 0, first=True)  # mptool check's way
+    assert first.seed is True and first.seeds_tried == 2
+
+
 def test_deterministic_estimator_keeps_the_refit_engine_byte_identical(tmp_path: Path) -> None:
     """No randomness detected: auto runs today's refit engine and writes the same pdtp.csv."""
     df, _ = known_frame(0)
