@@ -59,7 +59,11 @@ def check_replicate_options(replicates: str | None, budget: int | None, control:
 
 
 def check_attack_replicates(engine: str, replicates: str | None) -> None:
-    """``attack --replicates MIN:MAX`` valid, and given only with ``--engine replicates`` (exit 2 before any work)."""
+    """``attack --engine`` one of the engines and ``--replicates MIN:MAX`` valid, given only with ``--engine
+    replicates`` (exit 2 before any work, also with ``--pdtp-iterations 0``, where no engine runs)."""
+    from mptool.loo import check_engine_choice
+
+    check_engine_choice(engine)
     if replicates is None:
         return
     if engine != "replicates":

@@ -76,6 +76,7 @@ class Needs:
     pdtp: bool  # PDTP is measured
     refit_pdtp: bool  # ... by refits: one leave-one-out fit per target per measured iteration
     replicates: int = 0  # --engine replicates: MIN replicates a side (the plan counts the first look only)
+    replicates_max: int = 0  # ... and MAX: what --budget counts (:func:`most_work`)
     attribute: bool = False  # attribute:COLUMN: the target models refitted and queried per candidate value
     label_only: bool = False  # label_only: --shadows calibration models, the target models refitted and queried
 
@@ -106,6 +107,15 @@ def count_fits(o: Any, needs: Needs) -> dict[str, int]:
         fits["label_only_shadow"] = o.shadows
         fits["label_only_target"] = 2 * o.iterations
     return fits
+
+
+def most_work(needs: Needs) -> Needs:
+    """``needs`` with the PDTP replicates counted at MAX a side (every target still undecided at the last
+    look): what ``--budget`` bounds, since targets left undecided at MIN take more replicates, up to MAX
+    (docs/randomness.md section 8). Unchanged without ``--engine replicates``."""
+    if not needs.replicates:
+        return needs
+    return dataclasses.replace(needs, replicates=max(needs.replicates, needs.replicates_max))
 
 
 def classifier_rows(o: Any, needs: Needs) -> int:
@@ -218,8 +228,10 @@ def size_to_budget(
 ) -> tuple[Any, list[str]]:
     """The largest plan within ``budget`` seconds: lower the counts in BUDGET_ORDER, each only as far
     as needed (never below MINIMUM); returns the options and what changed ("iterations 10 -> 4").
-    Raises InputError when even the minimum plan's estimate exceeds the budget."""
-    chosen = o
+    Raises InputError when even the minimum plan's estimate exceeds the budget. PDTP replicates
+    (``--engine replicates``) are counted at their most (:func:`most_work`), so the budget bounds them
+    whatever the targets decide."""
+    chosen, needs = o, most_work(needs)
     if estimate(chosen, needs, costs) > budget:
         for key in _reducible(o, needs):
             lo, hi = _floor(o, key), getattr(chosen, key)
@@ -237,7 +249,9 @@ def size_to_budget(
             smallest = ", ".join(f"{k.replace('_', '-')} {getattr(chosen, k)}" for k in _reducible(o, needs))
             raise InputError(
                 f"--budget {budget:g} s is too short: even the smallest plan ({smallest or 'as given'}; "
-                f"{sum(count_fits(chosen, needs).values())} model fits) needs an estimated {math.ceil(need)} s; "
+                f"{sum(count_fits(chosen, needs).values())} model fits"
+                f"{', the pdtp replicates at their most' if needs.replicates else ''}) "
+                f"needs an estimated {math.ceil(need)} s; "
                 "raise --budget, or lower --candidates or the model's cost"
             )
     changes = [
@@ -266,5 +280,7 @@ def plan_line(o: Any, needs: Needs, costs: Costs, budget: float | None, changes:
         line += (f"; pdtp replicates counted at the first look ({needs.replicates} a side): targets still "
                  "undecided take more, so the run can take longer")
     if budget is not None:
-        line += f"; --budget {budget:g} s: " + ("; ".join(changes) if changes else "the full plan fits")
+        most = (f" (pdtp replicates counted at their most, {most_work(needs).replicates} a side: estimated "
+                f"{estimate_seconds(o, most_work(needs), costs):.0f} s)" if needs.replicates else "")
+        line += f"; --budget {budget:g} s{most}: " + ("; ".join(changes) if changes else "the full plan fits")
     return line

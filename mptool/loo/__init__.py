@@ -19,11 +19,22 @@ from mptool.loo.replicates import ReplicateEngine
 from mptool.runtime.errors import InputError
 
 __all__ = ["Engine", "LooRequest", "LooResult", "RefitEngine", "select_engine", "engine_reasons", "EXACT_ENGINES",
-           "min_records", "check_before_work", "no_exact_engine"]
+           "ENGINE_CHOICES", "check_engine_choice", "min_records", "check_before_work", "no_exact_engine"]
 
 #: Exact engines, tried in order by ``auto``; each refuses specs it cannot follow exactly.
 #: Every one computes the exact leave-one-out (logistic regression: the exact optima, see loo/newton.py).
 EXACT_ENGINES: list[Engine] = [NaiveBayesEngine(), KnnEngine(), NewtonLogisticEngine()]
+
+
+#: The ``--engine`` choices (``replicates``: mptool pdtp and mptool attack only, :func:`select_engine`).
+ENGINE_CHOICES = ("auto", "exact", "refit", "replicates")
+
+
+def check_engine_choice(choice: str) -> None:
+    """InputError unless ``choice`` is one of :data:`ENGINE_CHOICES`: checked before any work, also where
+    the engine would never run (``attack --pdtp-iterations 0``), so a mistyped engine is never accepted."""
+    if choice not in ENGINE_CHOICES:
+        raise InputError(f"--engine must be auto, exact, refit or replicates (got '{choice}')")
 
 
 def select_engine(choice: str, spec: Spec, template: Any, replicates: bool = False) -> Engine:
@@ -36,8 +47,7 @@ def select_engine(choice: str, spec: Spec, template: Any, replicates: bool = Fal
     replicate engine (:mod:`mptool.loo.replicates`; auto switches to it when the audit detects
     training randomness, :mod:`mptool.api.randomized`).
     """
-    if choice not in ("auto", "exact", "refit", "replicates"):
-        raise InputError(f"--engine must be auto, exact, refit or replicates (got '{choice}')")
+    check_engine_choice(choice)
     if choice == "refit":
         return RefitEngine()
     if choice == "replicates":

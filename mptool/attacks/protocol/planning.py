@@ -86,6 +86,7 @@ def run_needs(run: Run, engine: Any) -> plan_mod.Needs:
         pdtp=pdtp_on,
         refit_pdtp=pdtp_on and engine.name in ("refit", "replicates"),
         replicates=engine.plan.min_r if pdtp_on and engine.name == "replicates" else 0,
+        replicates_max=engine.plan.max_r if pdtp_on and engine.name == "replicates" else 0,
         attribute=attribute_mod.column_of(o.attacks) is not None,
         label_only="label_only" in wants,
     )

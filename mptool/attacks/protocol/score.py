@@ -35,7 +35,7 @@ ATTACK_COLUMNS = {
     "measurement: exact engines and a deterministic refit; or decided above by the replicate engine at its error "
     "control in every one), below (the same below), undecided (the measurements disagree, the replicate engine "
     "could not decide, or the training is randomized and the refit engine cannot tell; --engine replicates "
-    "decides); empty where not measured",
+    "decides); empty where not measured (--pdtp-iterations 0)",
     "<attack>_accuracy": "per-target accuracy: correct membership guesses / attacks on the record (2 per iteration)",
     **attribute_mod.COLUMNS,
     "max_accuracy": "largest per-target accuracy over the attacks run",
@@ -84,8 +84,8 @@ def per_target_table(
         table["id"] = D.ids[tpos]
     table["label"] = D.y[tpos]
     table["pdtp_mean"] = measured.mean
-    if measured.decision is not None:
-        table["pdtp_decision"] = pd.Series(list(measured.decision), dtype=object)
+    decided = measured.decision if measured.decision is not None else [""] * len(tpos)  # always the column
+    table["pdtp_decision"] = pd.Series(list(decided), dtype=object)
     attack_out: dict[str, dict[str, Any]] = {}
     for name in names:
         sc, decision = attacked.results[name]

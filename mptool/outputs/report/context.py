@@ -532,8 +532,10 @@ def attack_pdtp_note(inputs: ReportInputs) -> str | None:
     replicates = lookup(summary, "pdtp_replicates")
     if isinstance(replicates, dict):
         got = lookup(summary, "pdtp_decisions")
-        n = {d: number(lookup(got, d)) for d in formats.PDTP_DECISIONS}
-        counts = ", ".join(f"{fmt(v, None)} {d}" for d, v in n.items() if v is not None)
+        n = [lookup(got, d) if isinstance(got, dict) else None for d in formats.PDTP_DECISIONS]
+        whole = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in n)  # counts, as mptool writes
+        counts = (", ".join(f"{v} {d}" for d, v in zip(formats.PDTP_DECISIONS, n, strict=True)) if whole
+                  else "attack.json's counts are not readable")
         return (f"pdtp_mean and pdtp_decision come from the replicate engine (--engine replicates): each target "
                 f"decided beyond the training randomness ({counts}); an undecided target is neither shown safe nor "
                 "shown to violate DTP-1.")
