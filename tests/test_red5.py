@@ -109,3 +109,20 @@ def test_report_shows_decision_counts_only_when_they_are_counts(tmp_path) -> Non
         text = note()
         assert "attack.json's counts are not readable" in text
         assert "-5 violation" not in text and "1e+300" not in text and "1.5 violation" not in text
+
+
+@pytest.mark.parametrize("params", [{}, {"noise": 0.0}, {"noise": 0.0, "order_effect": 0.0}])
+def test_the_randomness_bar_completes_for_an_estimator_of_unknown_order_dependence(params) -> None:
+    """The known-answer classifier (a dotted path: its order dependence is not known, so two row orders are
+    planned): a permutation that changes A(T) makes the reverse unneeded, and the bar is still complete."""
+    from mptool.inputs.known_answer import known_spec
+    from mptool.inputs.prepare import fit_checked, prepare
+    from mptool.inputs.spec import parse_spec
+    from mptool.loo.randomness import detect, detection_fits, planned_fits
+
+    prep = prepare(known_frame(0)[0], parse_spec(known_spec(0, **params)), (MODULE,))
+    T, steps = prep.train, []
+    found = detect(prep.template, fit_checked(prep.template, T), T.X, T.y, prep.classes, 0, advance=steps.append)
+    assert sum(steps) == planned_fits(prep.template) == 6  # as is, three seeds, two row orders
+    assert found.order is (params.get("order_effect") != 0.0)
+    assert detection_fits(prep.template, found) == {0: 3, 1: 5, 2: 6}[len(params)]  # the fits made

@@ -181,6 +181,8 @@ def detect(template: Any, full_model: Any, X: pd.DataFrame, y: np.ndarray, class
     if not order:  # one random order can leave an order statistic unchanged by chance: try the reverse too
         order, c3 = changed(template, np.arange(len(y))[::-1])
         c2 = max(c2, c3)
+    elif known.dependent is None:
+        step(1)  # the reverse order planned for an estimator not known (planned_fits) is not needed: done
     return Randomness(seed, order, repeat, max(c0, c1, c2), seeds_tried=tried)
 
 
