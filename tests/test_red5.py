@@ -82,6 +82,14 @@ def test_pdtp_decision_is_always_a_column() -> None:
     some = mptool.attack(df, NB, pdtp_iterations=1, **TINY)
     assert list(some.table.columns) == list(none.table.columns)  # one layout whatever was measured
     assert set(some.table["pdtp_decision"]) <= {"violation", "below"}  # exact values, one measurement each
+    # the terminal counts them too (undecided ones included), and says nothing where nothing was measured
+    from mptool.outputs.attack_text import summary_lines
+
+    n = some.summary["pdtp_decisions"]
+    line = (f"PDTP decisions (DTP-1, attack.csv pdtp_decision): {n['violation']} violation, {n['below']} below, "
+            "0 undecided")
+    assert line in summary_lines(some)
+    assert not any(x.startswith("PDTP decisions") for x in summary_lines(none))
 
 
 def test_report_shows_decision_counts_only_when_they_are_counts(tmp_path) -> None:
@@ -109,6 +117,10 @@ def test_report_shows_decision_counts_only_when_they_are_counts(tmp_path) -> Non
         text = note()
         assert "attack.json's counts are not readable" in text
         assert "-5 violation" not in text and "1e+300" not in text and "1.5 violation" not in text
+    out_text = res.stdout.splitlines()
+    want = (f"{counts['violation']} violation, {counts['below']} below, {counts['undecided']} undecided "
+            "(replicate engine")
+    assert any(x.startswith("PDTP decisions") and want in x for x in out_text), res.stdout
 
 
 @pytest.mark.parametrize("params", [{}, {"noise": 0.0}, {"noise": 0.0, "order_effect": 0.0}])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from mptool.outputs.formats import PDTP_DECISIONS
 from mptool.runtime import ui
 
 #: attack.json's key of attribute inference (:data:`mptool.attacks.attribute.NAME`).
@@ -70,6 +71,20 @@ def attribute_line(m: dict[str, Any]) -> str:
     )
 
 
+def decision_lines(s: dict[str, Any]) -> list[str]:
+    """The targets' DTP-1 decisions (attack.csv ``pdtp_decision``, docs/randomness.md section 8), so that
+    undecided targets are counted on the terminal too; none where PDTP was not measured."""
+    got = s.get("pdtp_decisions")
+    if not isinstance(got, dict):
+        return []
+    basis = s.get("pdtp_basis") or {}
+    why = (" (replicate engine: beyond the training randomness)" if s.get("engine") == "replicates"
+           else " (randomized training: one paired refit decides no target; --engine replicates does)"
+           if basis.get("decided") is False else "")
+    counts = ", ".join(f"{got.get(d, 0)} {d}" for d in PDTP_DECISIONS)
+    return [f"PDTP decisions (DTP-1, attack.csv pdtp_decision): {counts}{why}"]
+
+
 def summary_lines(outcome: AttackLike) -> list[str]:
     """Plain-text lines for the terminal: one per attack, then the target model and PDTP."""
     s = outcome.summary
@@ -99,6 +114,7 @@ def summary_lines(outcome: AttackLike) -> list[str]:
         f"average PDTP {s['pdtp_mean_average'] if s['pdtp_mean_average'] is None else round(s['pdtp_mean_average'], 4)}"
         f"; max per-target accuracy vs PDTP r = {s['max_accuracy']['correlation_with_pdtp']['pearson']}"
     )
+    lines += decision_lines(s)
     syn = s.get("synthesis")
     if syn is not None:
         lines.append(
