@@ -411,7 +411,7 @@ def pdtp_cost(
     phases = [Phase("start and reading the data", 0, read_s)] if read_s else []
     refits = isinstance(engine, RefitEngine) or isinstance(engine, ReplicateEngine)
     if refits and auto:
-        k = 1 + planned_fits(template)  # the A(T) the check compares with, and the check's refits
+        k = 1 + planned_fits(template, randomized)  # the A(T) the check compares with, and the check's refits
         phases.append(Phase("randomness check", k, k * t_fit))
     phases.append(Phase("A(T)", 1, t_fit))
     if randomized:
