@@ -72,11 +72,17 @@ code=$?
 if [ "$code" -eq 0 ] || [ "$code" -eq 1 ]; then  # only then did pdtp write its results into $out
     $mptool_bin report "$out" --format both --quiet
     report_code=$?
+    pdtp_code=$code
     if [ "$report_code" -ne 0 ] && [ "$code" -eq 0 ]; then
         code=$report_code
     fi
-    if [ "$report_code" -eq 0 ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
-        cat "$out/report.md" >> "$GITHUB_STEP_SUMMARY"
+    if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+        if [ "$report_code" -eq 0 ]; then
+            cat "$out/report.md" >> "$GITHUB_STEP_SUMMARY"
+        else  # pdtp finished, its report did not: say so (the gate's code is the report's when pdtp passed)
+            printf '## :x: mptool report failed (exit code %s) after mptool pdtp exited %s\n\nThe gate exits %s. See the job log for the error line.\n' \
+                "$report_code" "$pdtp_code" "$code" >> "$GITHUB_STEP_SUMMARY"
+        fi
     fi
 else
     summarize_unfinished "$code"

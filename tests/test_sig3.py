@@ -150,3 +150,22 @@ def test_report_without_a_signature_or_without_a_key_reads_as_before(runs, tmp_p
     res = report(signed)
     assert res.code == 0, res.stderr
     assert (signed / "report.md").is_file()
+
+
+def test_gate_says_so_when_the_report_fails_after_pdtp(tmp_path: Path) -> None:
+    """pdtp passes (a stub exiting 0), `mptool report` fails (exit 2): the gate exits 2 and the step summary
+    says the report failed, with both codes, instead of saying nothing (noticed in the last round)."""
+    stub = tmp_path / "mptool-stub"
+    stub.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [ "$1" = report ]; then echo "mptool: error: report failed" >&2; exit 2; fi\n'
+        'out=""; while [ $# -gt 0 ]; do if [ "$1" = --out ]; then out="$2"; fi; shift; done\n'
+        'mkdir -p "$out"; echo "{}" > "$out/pdtp.json"; exit 0\n'
+    )
+    stub.chmod(0o755)
+    env, step, outputs = gate_env(tmp_path, "fresh")
+    res = run_gate(tmp_path, **env, MPTOOL_BIN=str(stub))
+    assert res.returncode == 2, res.stderr
+    summary = step.read_text()
+    assert "mptool report failed (exit code 2) after mptool pdtp exited 0" in summary and "The gate exits 2" in summary
+    assert outputs.read_text().splitlines() == ["exit-code=2", "verdict=error", "report=fresh"]
