@@ -31,6 +31,9 @@ def test_randomized_target_pdtp_is_a_single_refit_estimate() -> None:
     assert basis["basis"].startswith("single-refit estimate") and "seed and row order" in basis["basis"]
     assert any("pdtp_mean is a single-refit estimate" in n for n in r.notes)
     assert basis["fits"] >= 3 and "pdtp_randomness_check" not in r.summary["fits"]  # fits stays the plan's count
+    # the refits are fits: the total counts them, as the plan did (it left them out before)
+    assert r.summary["fits"]["pdtp_refits"] == r.summary["fits"]["pdtp_leave_one_out_records"] == SMALL["targets"]
+    assert sum(r.summary["plan"]["fits"].values()) == r.summary["fits"]["total"]
     assert list(r.table.columns).count("pdtp_mean") == 1
     assert set(r.table["pdtp_decision"]) == {"undecided"}  # one paired refit decides nothing here
     assert r.summary["pdtp_decisions"] == {"violation": 0, "below": 0, "undecided": len(r.table)}

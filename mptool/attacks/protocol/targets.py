@@ -203,6 +203,8 @@ def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
                         per[j].append(str(d))
         run.fits["pdtp_full"] = 2 * n_pdtp
         run.fits["pdtp_leave_one_out_records"] = int(count.sum())
+        if engine_name == "refit":  # one fit per record measured: in the total, as the plan counts them
+            run.fits["pdtp_refits"] = int(count.sum())
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
     run.timings["pdtp_s"] = time.perf_counter() - t0
