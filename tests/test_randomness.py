@@ -311,3 +311,17 @@ def test_undecided_fails_closed_in_junit_and_noise_floor_is_deprecated(tmp_path:
     assert "--noise-floor is deprecated for randomized training" in res.stderr
     junit = (tmp_path / "o" / "junit.xml").read_text()
     assert "<failure" in junit and "undecided" in junit
+
+
+def test_known_answer_power_at_the_issues_theta_2_with_more_replicates() -> None:
+    """The issue's "expected PDTP about 2": doubled seed noise, memorised shift 4 (θ ≈ 1.95). 16 replicates
+    decide about a quarter of the large records (27.5 % over 5 draws, docs/randomness.md 5), the default 32
+    half (50 %), 64 all (40 of 40). One draw at 4:64: every large record decided above, no null (the stated
+    levels: power >= 90 %, nulls <= 5 %)."""
+    df, kind = known_frame(0)
+    res = mptool.pdtp(df, known_spec(0, noise=2.0, memorise=4.0), allow_import=ALLOW, replicates="4:64", jobs=1)
+    k = kind[res.table["row"].to_numpy()]
+    v = res.table["violation"].to_numpy()
+    assert int(np.sum(k == "large")) == 8 and int(np.sum(k == "null")) == 18
+    assert np.mean([x is True for x in v[k == "large"]]) >= 0.9
+    assert np.mean([x is True for x in v[k == "null"]]) <= 0.05

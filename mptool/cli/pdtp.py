@@ -244,8 +244,9 @@ NoiseFloorOpt = Annotated[
     int | None,
     typer.Option(
         "--noise-floor",
-        help="Records refitted with their row moved to the end of T (true influence 0) to measure training "
-        "noise [default: 20 when the fit depends on row order (MLP, SGD, bootstrap), else 0].",
+        help="Refit engine (--engine refit): records refitted with their row moved to the end of T (true "
+        "influence 0) to measure training noise [default there: 20 when the fit depends on row order, else 0]. "
+        "Deprecated: --engine auto decides randomized training with replicates instead (docs/randomness.md).",
     ),
 ]
 FailFastOpt = Annotated[
@@ -307,7 +308,7 @@ data.read in the spec). With no arguments, audits the bundled UCI Adult data wit
 configs/adult-nb.yaml.
 
 Randomized training (a network, a forest, bagged boosting): --engine auto refits A(T) with
-another seed and with T's rows permuted; when a prediction changes it audits with replicates
+up to three other seeds and with T's rows permuted; when a prediction changes it audits with replicates
 (docs/randomness.md): pdtp is then the PDTP of the expected prediction, violation is True,
 False or undecided (exit 1 unless every record is decided below), and pdtp_low, pdtp_high,
 replicates and sd_full are added; --replicates MIN:MAX, --budget FITS and --error-control set it.
