@@ -44,6 +44,29 @@ def test_report_counts_undecided_and_lists_decisions(runs: dict[str, Path]) -> N
     assert "| violation | pdtp\\_low | pdtp\\_high | replicates |" in res.stdout
 
 
+def test_every_undecided_record_is_listed(runs: dict[str, Path], tmp_path: Path, monkeypatch) -> None:
+    """The report lists every undecided record (not only those among the riskiest 20), highest estimate
+    first, unevaluated ones (no estimate) included; the HTML caps the table and counts the rest."""
+    import mptool.outputs.report.context as context
+
+    table = pd.read_csv(runs["violated"] / "pdtp.csv")
+    undecided = table[table["violation"].astype(str) == "undecided"]
+    res = run_cli("report", runs["violated"], "--format", "md", "--out", "-")
+    assert res.code == 0, res.stderr
+    assert f"### The {len(undecided)} undecided records" in res.stdout
+    section = res.stdout.split(f"### The {len(undecided)} undecided records", 1)[1].split("###", 1)[0]
+    cells = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")]
+    listed = [c for c in cells if c.isdigit()]  # the header (row) and the alignment line (---:) are not rows
+    assert sorted(int(r) for r in listed) == sorted(undecided["row"].tolist())
+    monkeypatch.setattr(context, "UNDECIDED_ROWS", 2)
+    assert run_cli("report", runs["violated"], "--out", tmp_path / "r.html", "-q").code == 0
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert f"The {len(undecided)} undecided records" in html
+    assert f"the other\n  {len(undecided) - 2} are in pdtp.csv" in html
+    decided = run_cli("report", runs["open"], "--format", "md", "--out", "-")
+    assert "undecided records" in decided.stdout  # nothing decided there: all listed
+
+
 def test_undecided_run_reads_not_established_never_holds(runs: dict[str, Path]) -> None:
     res = run_cli("report", runs["open"], "--format", "md", "--out", "-")
     assert res.code == 0, res.stderr

@@ -379,6 +379,33 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
 # records
 
 
+#: Rows of the undecided-records table at most (the rest are counted; every one is in pdtp.csv).
+UNDECIDED_ROWS = 500
+
+
+def undecided_records(inputs: ReportInputs, show_values: bool = False) -> dict[str, Any] | None:
+    """Every record a replicate run left undecided (``violation`` = undecided in pdtp.csv), highest estimate
+    first (ties by row), with its bounds and replicates: neither shown safe nor shown to violate DTP-1
+    (docs/randomness.md section 3). At most :data:`UNDECIDED_ROWS` rows; ``more`` counts the rest. The id only
+    with ``show_values``. None for other runs or when no record is undecided."""
+    t = inputs.pdtp_table
+    if not isinstance((inputs.pdtp_summary or {}).get("replicates"), dict) or t is None or "violation" not in t:
+        return None
+    u = t[t["violation"].astype(str) == "undecided"]
+    if u.empty or "row" not in u:
+        return None
+    u = u.sort_values(["pdtp", "row"], ascending=[False, True])
+    cols = [c for c in ("row", "id", "pdtp", "pdtp_low", "pdtp_high", "replicates", "sd_full")
+            if c in u and (show_values or c not in VALUE_COLUMNS)]
+    shown = u.head(UNDECIDED_ROWS)
+    rows = [[data_cell(r[c]) if c in DATA_COLUMNS else fmt(r[c], None if c in ("row", "replicates") else 4)
+             for c in cols] for _, r in shown.iterrows()]
+    out = _table(cols, rows, {c for c in cols if c != "id"})
+    out["total"] = len(u)
+    out["more"] = len(u) - len(shown)
+    return out
+
+
 def top_records(inputs: ReportInputs, top: int, show_values: bool = False) -> dict[str, Any] | None:
     """The ``top`` riskiest records of pdtp.csv with probabilities and attack accuracies;
     with ``show_values`` also their ids, labels and worst classes (from pdtp.csv; the labels from
@@ -734,6 +761,7 @@ def build_context(inputs: ReportInputs, top: int = 20, show_values: bool = False
         "verdict": verdict_block(inputs),
         "summary": summary_rows(inputs),
         "top": top_records(inputs, top, show_values),
+        "undecided": undecided_records(inputs, show_values),
         "show_values": show_values,
         "top_n": top,
         "label_column": label,
