@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import mixed_frame, run_cli, write_spec
@@ -89,25 +90,32 @@ class Cluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(tmp_path_factory.mktemp("dask-cluster"))
     try:
-        c.start(2)
+        c.start(3)  # each test kills one (the refit engine's, then the replicate engine's): one stays
         yield c
     finally:
         c.stop()
 
 
-def test_killed_worker_mid_run_gives_the_local_result(tmp_path: Path, cluster: Cluster, monkeypatch) -> None:
+def _live(cluster: Cluster) -> list[subprocess.Popen]:
+    return [w for w in cluster.workers if w.poll() is None]
+
+
+def _killed_mid_run_gives_the_local_result(tmp_path: Path, cluster: Cluster, monkeypatch, module: Any,
+                                           engine: tuple[str, ...]) -> None:
+    """pdtp with ``engine`` flags on the cluster, one live worker SIGKILLed after the first finished chunk
+    (``module.run_tasks`` wrapped): the same pdtp.csv bytes as ``--jobs 1`` here, and the scheduler drops it."""
     csv = tmp_path / "d.csv"
     mixed_frame(N, seed=4).to_csv(csv, index=False)
     # the paper's network: seeded weights and SGD order, BLAS products in every fit
     spec = write_spec(tmp_path / "mlp.yaml", "mlp", model={"params": {"max_iter": 20}})
-    common = ("pdtp", csv, "--model", spec, "--engine", "refit", "--noise-floor", "0", "-q")
+    common = ("pdtp", csv, "--model", spec, *engine, "-q")
     local = run_cli(*common, "--out", tmp_path / "local", "--jobs", "1")
     assert local.code in (0, 1), local.stderr
 
-    import mptool.loo.refit as refit
-
-    real = refit.run_tasks
-    victim = cluster.workers[0]
+    real = module.run_tasks
+    live = _live(cluster)
+    assert len(live) >= 2, cluster.logs()
+    victim = live[0]
     seen = {"before": 0, "after": 0}
 
     def kill_after_first_result(*args, on_done, **kwargs):
@@ -122,17 +130,35 @@ def test_killed_worker_mid_run_gives_the_local_result(tmp_path: Path, cluster: C
 
         return real(*args, on_done=done, **kwargs)
 
-    monkeypatch.setattr(refit, "run_tasks", kill_after_first_result)
+    monkeypatch.setattr(module, "run_tasks", kill_after_first_result)
     res = run_cli(*common, "--out", tmp_path / "dask", "--scheduler", cluster.address)
     assert res.code == local.code, (res.stderr, cluster.logs())
     assert victim.returncode == -signal.SIGKILL
     assert seen["before"] == 1 and seen["after"] >= 1, seen  # the run went on without the killed worker
-    assert cluster.workers[1].poll() is None, cluster.logs()
+    assert all(w.poll() is None for w in live[1:]), cluster.logs()
     assert (tmp_path / "dask" / "pdtp.csv").read_bytes() == (tmp_path / "local" / "pdtp.csv").read_bytes()
-    # the scheduler dropped the killed worker (its connection closed), so its tasks went to the other one instead of
+    # the scheduler dropped the killed worker (its connection closed), so its tasks went to the others instead of
     # waiting on it until a timeout; no clock: the loop below is a hang guard, it normally ends at once
+    names = sorted(f"w{cluster.workers.index(w)}" for w in live[1:])
     with distributed.Client(cluster.address, timeout=START_TIMEOUT_S) as client:
         deadline = time.monotonic() + START_TIMEOUT_S
-        while len(workers := client.scheduler_info()["workers"]) != 1 and time.monotonic() < deadline:
+        while len(workers := client.scheduler_info()["workers"]) != len(names) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert [w["name"] for w in workers.values()] == ["w1"], cluster.logs()
+        assert sorted(w["name"] for w in workers.values()) == names, cluster.logs()
+
+
+def test_killed_worker_mid_run_gives_the_local_result(tmp_path: Path, cluster: Cluster, monkeypatch) -> None:
+    import mptool.loo.refit as refit
+
+    _killed_mid_run_gives_the_local_result(tmp_path, cluster, monkeypatch, refit,
+                                           ("--engine", "refit", "--noise-floor", "0"))
+
+
+def test_killed_worker_mid_replicate_run_gives_the_local_result(tmp_path: Path, cluster: Cluster,
+                                                                 monkeypatch) -> None:
+    """The replicate engine (randomized training, issue 27) the same way: its pairs' chunks go to the cluster,
+    a worker is killed after the first chunk, the decisions and estimates equal the local run's bytes."""
+    import mptool.loo.replicates as replicates
+
+    _killed_mid_run_gives_the_local_result(tmp_path, cluster, monkeypatch, replicates,
+                                           ("--engine", "replicates", "--replicates", "2:2"))
