@@ -15,6 +15,7 @@ from conftest import run_cli, write_spec
 from test_bad_input import assert_refused
 from test_sig3 import gate_env, run_gate
 
+from mptool.api.costs import pdtp_cost
 from mptool.inputs.known_answer import ESTIMATOR, MODULE, known_frame
 
 
@@ -100,3 +101,35 @@ def test_gate_never_reads_a_report_crash_as_a_finding(tmp_path: Path, report_cod
     assert f"mptool report failed (exit code {report_code}) after mptool pdtp exited 0" in step.read_text()
     assert f"The gate exits {gate_code}." in step.read_text()
     assert outputs.read_text().splitlines() == [f"exit-code={gate_code}", "verdict=error", "report=fresh"]
+
+
+def test_check_prices_one_seed_only_when_a_seed_changed_a() -> None:
+    """red6-6 (bf833c1): `mptool check` priced the randomness check of any training its dry run found randomized
+    at one seed, while a training randomized by its row order alone (a seed parameter that changes nothing: SGD
+    without shuffling) has every seed tried first: 3 planned, 5 made. Now one seed only when a seed changed A."""
+    import warnings
+
+    import numpy as np
+    from sklearn.linear_model import SGDClassifier
+    from test_estimates import fit_time
+
+    from mptool.loo.randomness import detect, detection_fits, planned_fits
+    from mptool.loo.replicates import ReplicateEngine
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(60, 3)), columns=list("abc"))
+    y = (X["a"].to_numpy() + rng.normal(size=60) > 0).astype(int)
+    template = SGDClassifier(loss="log_loss", shuffle=False, random_state=0, max_iter=5, tol=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_iter=5 does not converge: a tiny fit is all this needs
+        model = SGDClassifier(**template.get_params()).fit(X, y)
+        classes = np.array([0, 1])
+        first = detect(template, model, X, y, classes, 0, first=True)  # what check's dry run finds
+        full = detect(template, model, X, y, classes, 0)  # what pdtp's check makes
+    assert first.randomized and not first.seed and full.order and not full.seed
+    assert detection_fits(template, full) == 5 and planned_fits(template, bool(first.seed)) >= 5
+    cost = pdtp_cost(template, ReplicateEngine(), fit_time(1.0, 60), 60, 10, 1, randomized=True,
+                     seed_found=bool(first.seed))
+    assert {p.name: p for p in cost.phases}["randomness check"].fits == 1 + 5
+    seeded = pdtp_cost(template, ReplicateEngine(), fit_time(1.0, 60), 60, 10, 1, randomized=True, seed_found=True)
+    assert {p.name: p for p in seeded.phases}["randomness check"].fits == 1 + 3  # as is, one seed, one order
