@@ -8,7 +8,8 @@
 # summary to $GITHUB_STEP_SUMMARY when that is set, writes exit-code/verdict/report to
 # $GITHUB_OUTPUT when that is set, and exits with pdtp's code: 0 pass, 1 finding,
 # 2 bad input, 3 internal error. A report that cannot be written never turns a gate into
-# a pass: with pdtp at 0, the report's failure code is returned.
+# a pass: with pdtp at 0, the report's failure code is returned (2 or 3; any other, such as 1 from
+# a crash or a signal's, as 3: the report failing is never read as a finding).
 #
 # The gate publishes only a verdict this run computed: the output folder must be new or empty
 # (a pull request that commits a results folder is refused, exit 2, before pdtp starts), and the
@@ -74,7 +75,10 @@ if [ "$code" -eq 0 ] || [ "$code" -eq 1 ]; then  # only then did pdtp write its 
     report_code=$?
     pdtp_code=$code
     if [ "$report_code" -ne 0 ] && [ "$code" -eq 0 ]; then
-        code=$report_code
+        case "$report_code" in
+            2|3) code=$report_code ;;
+            *) code=3 ;;  # a crash (1) or a signal: an internal error, never 1 (a DTP-1 finding)
+        esac
     fi
     if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
         if [ "$report_code" -eq 0 ]; then

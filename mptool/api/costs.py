@@ -384,20 +384,22 @@ def time_exact(engine: Any, spec: Any, template: Any, fit: FitTime, classes: np.
     return ExactTime(setup * scale ** fit.exponent, per * scale, newton_batch(model, n) if newton else 0)
 
 
-def will_randomize(template: Any, fit: FitTime, classes: np.ndarray, seed: int) -> bool:
-    """Whether the randomness check will find A randomized, by running it on the largest timed subset and
-    stopping at the first source it finds (:func:`mptool.loo.randomness.detect` with ``first=True``).
+def will_randomize(template: Any, fit: FitTime, classes: np.ndarray, seed: int) -> Any:
+    """What the randomness check will find (a :class:`mptool.loo.randomness.Randomness`: ``randomized``, and
+    ``seed`` when another seed changed A), by running it on the largest timed subset and stopping at the first
+    source it finds (:func:`mptool.loo.randomness.detect` with ``first=True``).
 
     Not on a smaller subset: a decision tree of the bundled Adult config changes with its seed on 100
     records (ties between splits) and not on the 1,000 of T."""
     sub = fit.subset
     with one_blas_thread() if fit.one_thread else nullcontext():  # as fit.model was fitted
-        return detect(template, fit.model, sub.X, sub.y, classes, seed, first=True).randomized
+        return detect(template, fit.model, sub.X, sub.y, classes, seed, first=True)
 
 
 def pdtp_cost(
     template: Any, engine: Any, fit: FitTime, n_T: int, n_audited: int, jobs: int | None, *,
-    exact: ExactTime | None = None, randomized: bool = False, auto: bool = True, read_s: float = 0.0,
+    exact: ExactTime | None = None, randomized: bool = False, seed_found: bool = False, auto: bool = True,
+    read_s: float = 0.0,
     noise_floor: int | None = None, replicates: tuple[int, int] = (DEFAULT_MIN, DEFAULT_MAX),
     backend: str = "loky", warm: bool = False,
 ) -> Cost:
@@ -405,13 +407,15 @@ def pdtp_cost(
 
     ``jobs`` as ``--jobs`` gives it (None: every core, the refit engine choosing its workers).
     ``warm``: the workers are running already (a later step of reduce-dtp): no start-up.
+    ``seed_found``: the dry run found another seed changes A, so the check is priced at one seed; a training
+    found randomized by its row order alone has every seed tried first.
     """
     start = not warm
     t_fit = fit.main_seconds  # A(T) and the randomness check: this process, its own BLAS threads
     phases = [Phase("start and reading the data", 0, read_s)] if read_s else []
     refits = isinstance(engine, RefitEngine) or isinstance(engine, ReplicateEngine)
     if refits and auto:
-        k = 1 + planned_fits(template, randomized)  # the A(T) the check compares with, and the check's refits
+        k = 1 + planned_fits(template, seed_found)  # the A(T) the check compares with, and the check's refits
         phases.append(Phase("randomness check", k, k * t_fit))
     phases.append(Phase("A(T)", 1, t_fit))
     if randomized:

@@ -80,12 +80,12 @@ class CheckPlan:
 
 
 def _commands(prep: Prepared, engine: Any, fit: FitTime, exact: ExactTime | None, jobs: int | None, n: int,
-              randomized: bool, read_s: float, auto: bool = True) -> list[CommandPlan]:
+              randomized: bool, read_s: float, auto: bool = True, seed_found: bool = False) -> list[CommandPlan]:
     """Fit counts and estimated seconds of pdtp, reduce-dtp and attack (default options), phase by phase.
 
     ``auto``: ``--engine auto`` (the refit engine then checks the training randomness first)."""
     cost = pdtp_cost(prep.template, engine, fit, prep.train.n, n, jobs, exact=exact, randomized=randomized,
-                     read_s=read_s, auto=auto)
+                     seed_found=seed_found, read_s=read_s, auto=auto)
     detail = f"{cost.describe()}; {n} records"
     if randomized:  # what no dry run can know: how many looks each record needs before it is decided
         lo, hi = DEFAULT_MIN, DEFAULT_MAX
@@ -158,10 +158,11 @@ def check_plan(
         with phase(1, f"check: timing the leave-one-out ({chosen.name}) on records of T") as advance:
             exact = time_exact(chosen, spec, prep.template, fit, prep.classes, prep.train.n, spec.seed)
             advance(1)
-    randomized = False
+    randomized = seed_found = False
     if detects:
         with phase(1, "check: randomness (refits with other seeds)") as advance:
-            randomized = will_randomize(prep.template, fit, prep.classes, spec.seed)
+            found = will_randomize(prep.template, fit, prep.classes, spec.seed)
+            randomized, seed_found = found.randomized, bool(found.seed)
             advance(1)
     T = prep.train
     labels, counts = np.unique(T.y.astype(str), return_counts=True)
@@ -186,7 +187,8 @@ def check_plan(
         timed_sizes=fit.sizes,
         notes=prep.notes,
     )
-    plan.commands = _commands(prep, chosen, fit, exact, jobs, len(positions), randomized, read_s, engine == "auto")
+    plan.commands = _commands(prep, chosen, fit, exact, jobs, len(positions), randomized, read_s, engine == "auto",
+                              seed_found)
     return plan
 
 

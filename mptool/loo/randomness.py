@@ -194,8 +194,9 @@ def not_checked(why: str) -> dict[str, Any]:
 def planned_fits(template: Any, randomized: bool = False) -> int:
     """Fits :func:`detect` makes at most: as is, :data:`SEEDS` other seeds (if seeded), and one row
     order for an estimator known to depend on the order, two (a permutation, its reverse) for one not
-    known, none for one known not to. ``randomized`` (an estimate that knows the seed changes A, as
-    ``mptool check``'s dry run finds): one seed, the first that changes a prediction stops the seeds."""
+    known, none for one known not to. ``randomized`` (an estimate that knows another seed changes A, as
+    ``mptool check``'s dry run finds; not one that found only the row order): one seed, the first that changes
+    a prediction stops the seeds."""
     known = order_dependence(template).dependent
     seeds = (1 if randomized else SEEDS) * int(bool(seed_keys(template)))
     return 1 + seeds + (0 if known is False else 1 if known else 2)

@@ -391,7 +391,7 @@ def undecided_records(inputs: ReportInputs, show_values: bool = False) -> dict[s
     t = inputs.pdtp_table
     if not isinstance((inputs.pdtp_summary or {}).get("replicates"), dict) or t is None or "violation" not in t:
         return None
-    u = t[t["violation"].astype(str) == "undecided"]
+    u = t[t["violation"].astype(str).str.strip().str.lower() == "undecided"]  # as verify_pdtp counts them
     if u.empty or "row" not in u:
         return None
     u = u.sort_values(["pdtp", "row"], ascending=[False, True])

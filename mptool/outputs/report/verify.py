@@ -80,6 +80,35 @@ def decisions_recomputed(table: pd.DataFrame, where: str) -> dict[str, Any]:
             "undecided": open_, "decided_below": int((cells == "false").sum())}
 
 
+#: A replicate-engine run's per-record result columns: each cell empty (a record the budget left unevaluated)
+#: or a number; ``replicates`` and ``row`` whole and not negative.
+REPLICATE_NUMBER_COLUMNS = ("pdtp", "pdtp_low", "pdtp_high", "sd_full")
+
+
+def check_replicate_cells(table: pd.DataFrame, where: str, most: Any = None) -> None:
+    """InputError (naming the column, never the cell) when a replicate-engine run's pdtp.csv holds a ``row`` that
+    is not a row number, a ``replicates`` that is not a whole number from 0 to ``most`` (summary.replicates'
+    ``replicates_max`` when whole), or text in :data:`REPLICATE_NUMBER_COLUMNS`: the report would list such a
+    record (the undecided records) as if mptool had written it."""
+    top = float(most) if _count(most) else math.inf
+    for column in ("row", "replicates", *REPLICATE_NUMBER_COLUMNS):
+        if column not in table:
+            continue
+        given = table[column].notna().to_numpy() & (table[column].astype(str).str.strip() != "").to_numpy()
+        values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
+        if column in REPLICATE_NUMBER_COLUMNS:
+            bad, what = given & np.isnan(values), "a number or empty"
+        else:
+            with np.errstate(invalid="ignore"):
+                whole = np.isfinite(values) & (values >= 0) & (values == np.floor(values))
+                whole &= values <= (top if column == "replicates" else math.inf)
+            bad = (~given | ~whole) if column == "row" else given & ~whole
+            what = "a row number" if column == "row" else "a whole number of replicates up to replicates_max"
+        if bad.any():
+            raise InputError(f"{where}: pdtp.csv has a '{column}' cell that is not {what} (record "
+                             f"{int(np.argmax(bad))} of the file); {EDITED}")
+
+
 def gate_recomputed(table: pd.DataFrame, threshold: float, replicates: bool = False) -> dict[str, int | str]:
     """The gate after baseline and waivers, as :func:`mptool.api.baseline.gate` decides it from the columns
     (``replicates``: violating = decided above, from the ``violation`` column; undecided keeps it from passing)."""
@@ -255,6 +284,8 @@ def verify_pdtp(table: pd.DataFrame | None, summary: dict[str, Any] | None, wher
     check_sample(summary, where)
     if table is None:
         return ["the DTP-1 verdict is pdtp.json's alone: pdtp.csv (the records) is missing, so it is not verified"]
+    if replicates:
+        check_replicate_cells(table, where, summary["replicates"].get("replicates_max"))
     decided = decisions_recomputed(table, where) if replicates else None
     open_ = (table["violation"].astype(str).str.strip().str.lower() == "undecided").to_numpy() if replicates else None
     got = recomputed(table, summary, where, open_)
