@@ -96,6 +96,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
+def _computed_on_cluster(cluster: Cluster) -> int:
+    """Tasks of mptool's (``runtime.parallel._tagged``) that reached memory on a worker so far: the scheduler's
+    cumulative count per task prefix (``TaskPrefix.state_counts``), kept after the futures are released."""
+
+    def count(dask_scheduler) -> int:
+        return sum(p.state_counts.get("memory", 0) for name, p in dask_scheduler.task_prefixes.items()
+                   if "tagged" in name)
+
+    with distributed.Client(cluster.address, timeout=START_TIMEOUT_S) as client:
+        return int(client.run_on_scheduler(count))
+
+
 def _live(cluster: Cluster) -> list[subprocess.Popen]:
     return [w for w in cluster.workers if w.poll() is None]
 
@@ -131,7 +143,11 @@ def _killed_mid_run_gives_the_local_result(tmp_path: Path, cluster: Cluster, mon
         return real(*args, on_done=done, **kwargs)
 
     monkeypatch.setattr(module, "run_tasks", kill_after_first_result)
+    computed = _computed_on_cluster(cluster)
     res = run_cli(*common, "--out", tmp_path / "dask", "--scheduler", cluster.address)
+    # every result mptool received was computed by a worker of the cluster (the scheduler counts each task that
+    # reached memory): a run that fell back to local processes would leave the count unchanged (red6)
+    assert _computed_on_cluster(cluster) - computed >= seen["before"] + seen["after"], (seen, cluster.logs())
     assert res.code == local.code, (res.stderr, cluster.logs())
     assert victim.returncode == -signal.SIGKILL
     assert seen["before"] == 1 and seen["after"] >= 1, seen  # the run went on without the killed worker
@@ -156,9 +172,10 @@ def test_killed_worker_mid_run_gives_the_local_result(tmp_path: Path, cluster: C
 
 def test_killed_worker_mid_replicate_run_gives_the_local_result(tmp_path: Path, cluster: Cluster,
                                                                  monkeypatch) -> None:
-    """The replicate engine (randomized training, issue 27) the same way: its pairs' chunks go to the cluster,
-    a worker is killed after the first chunk, the decisions and estimates equal the local run's bytes."""
+    """The replicate engine (randomized training, issue 27) the same way: its pairs' chunks go to the cluster
+    (4 replicates a side: more tasks than workers in flight at the kill), a worker is killed after the first
+    chunk, the decisions and estimates equal the local run's bytes."""
     import mptool.loo.replicates as replicates
 
     _killed_mid_run_gives_the_local_result(tmp_path, cluster, monkeypatch, replicates,
-                                           ("--engine", "replicates", "--replicates", "2:2"))
+                                           ("--engine", "replicates", "--replicates", "4:4"))
