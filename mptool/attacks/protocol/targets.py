@@ -172,7 +172,7 @@ def measure_pdtp(run: Run, draw: Draw, engine: Any) -> PdtpMeasure:
     per: list[list[str]] = [[] for _ in range(o.targets)]
     n_pdtp = min(o.pdtp_iterations, o.iterations)
     engine_name, basis = None, None
-    rep = {"fits": 0, "replicates": [], "budget_exhausted": False}
+    rep: dict[str, Any] = {"fits": 0, "replicates": []}
     if engine is not None and n_pdtp:
         with run.progress(n_pdtp * o.targets, f"PDTP leave-one-out ({engine.name})") as advance:
             for i in range(n_pdtp):
