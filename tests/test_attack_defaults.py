@@ -168,20 +168,21 @@ def test_budget_picks_a_smaller_plan_that_reproduces_without_it(
 ) -> None:
     spec = _write_spec(tmp_path / "s.yaml")
     common = ["attack", numeric_csv, "--model", spec, "--attacks", "distance,threshold", "--targets", 20, "-j", 1]
-    # 10 iterations: 20 target + 20 PDTP + 64 pool fits x 0.05 s = 5.2 s; 2.5 s leaves 50 fits:
-    # PDTP 10 -> 1 (2 fits), pool 64 -> 28, iterations 10 -> 10
-    r = cli(*common, "--budget", 2.5, "--out", tmp_path / "b")
+    # 10 iterations: 20 target + 20 PDTP + 64 pool fits x 0.05 s = 5.2 s; 2.51 s leaves 50 fits:
+    # PDTP 10 -> 1 (2 fits), pool 64 -> 28, iterations 10 -> 10. Budgets sit off the exact multiples
+    # of 0.05 s: 50 x 0.05 is 2.5000000000000004 in floats, a knife-edge this test must not rest on
+    r = cli(*common, "--budget", 2.51, "--out", tmp_path / "b")
     assert r.code == 0, r.stderr
     plan = next(ln for ln in r.stderr.splitlines() if ln.startswith("plan: "))
-    assert "--budget 2.5 s: pdtp-iterations 10 -> 1; shadow-pool 64 -> 28" in plan
+    assert "--budget 2.51 s: pdtp-iterations 10 -> 1; shadow-pool 64 -> 28" in plan
     s = json.loads((tmp_path / "b" / "attack.json").read_text())["summary"]
     assert (s["pdtp_iterations"], s["shadow_pool"], s["iterations"]) == (1, 28, 10)
-    assert s["plan"]["budget_s"] == 2.5 and s["plan"]["changes"][0] == "pdtp-iterations 10 -> 1"
+    assert s["plan"]["budget_s"] == 2.51 and s["plan"]["changes"][0] == "pdtp-iterations 10 -> 1"
     again = cli(*common, "--pdtp-iterations", 1, "--shadow-pool", 28, "--out", tmp_path / "c")
     assert again.code == 0, again.stderr
     assert (tmp_path / "b" / "attack.csv").read_bytes() == (tmp_path / "c" / "attack.csv").read_bytes()
     # lower still: iterations go after the pool reached its minimum of 16
-    r = cli(*common, "--budget", 1.5, "--out", tmp_path / "d")
+    r = cli(*common, "--budget", 1.51, "--out", tmp_path / "d")
     assert r.code == 0, r.stderr
     s = json.loads((tmp_path / "d" / "attack.json").read_text())["summary"]
     assert (s["shadow_pool"], s["iterations"]) == (16, 6)  # 12 + 2 + 16 = 30 fits <= 30

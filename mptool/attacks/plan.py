@@ -158,7 +158,9 @@ def estimate_seconds(o: Any, needs: Needs, c: Costs) -> float:
         "label_only_shadow": c.fit_s + 2 * c.predict_s,  # targets x 33 queries: about |D| rows
         "label_only_target": c.fit_s + 2 * c.predict_s,
     }
-    parallel = sum(n * per_fit[k] for k, n in fits.items()) / max(1.0, c.speedup or c.workers)
+    # math.fsum: correctly rounded on every Python (3.12's sum() compensates, 3.11's does not), so a plan
+    # whose estimate lands on --budget exactly is chosen the same way everywhere
+    parallel = math.fsum(n * per_fit[k] for k, n in fits.items()) / max(1.0, c.speedup or c.workers)
     return c.start_s + parallel + classifier_rows(o, needs) * c.classifier_row_s
 
 
