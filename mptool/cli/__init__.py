@@ -55,7 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point (:func:`mptool.cli.main.main`); the root help without typer when it can.
 
     Without ``argv`` (the console script) the garbage collector is held back while the command's modules
-    load (:func:`mptool.runtime.startup.hold`); in-process callers pass ``argv`` and keep it as it is.
+    load (:func:`mptool.runtime.startup.hold`) and OpenBLAS gets one thread unless ``OPENBLAS_NUM_THREADS``
+    is set (:func:`mptool.runtime.startup.one_blas_thread`); in-process callers pass ``argv`` and keep both
+    as they are.
     """
     args = sys.argv[1:] if argv is None else argv
     if args in ([], ["--help"]) and (text := stored_help()) is not None:
@@ -66,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         from mptool.runtime import startup
 
         startup.hold()
+        startup.one_blas_thread()
     from mptool.cli.main import main as run
 
     run(argv)

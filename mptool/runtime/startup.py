@@ -20,6 +20,8 @@ Python API, the tests' ``run_cli``) never call :func:`hold`, and :func:`loaded` 
 from __future__ import annotations
 
 import gc
+import os
+import sys
 
 #: The young-generation threshold while modules load (CPython's default is 700).
 HOLD_THRESHOLD = 1_000_000
@@ -48,3 +50,26 @@ def loaded() -> None:
 def held() -> bool:
     """Whether collections are held back (:func:`hold` called, :func:`loaded` not yet)."""
     return bool(_held)
+
+
+#: The environment variable that sizes OpenBLAS's thread pool (NumPy's and SciPy's wheels), read once when
+#: the library loads.
+BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+
+
+def one_blas_thread() -> bool:
+    """Before NumPy loads, in a command's own process: OpenBLAS with one thread unless the user sized it.
+
+    OpenBLAS starts one thread per core when it loads, and they spin while they wait for work. On an
+    idle 16-core machine (2026-11-28, ``benchmarks/bench_startup.py`` and ``bench_nb_military.py``)
+    ``python -c "import sklearn.naive_bayes"`` cost 5.26 CPU s for 1.43 s of wall time with the pool, 1.13
+    with one thread; the military audit 9.71 CPU s (6.06 s wall) against 3.61 CPU s (3.71 s wall). mptool's
+    heavy linear algebra already runs with one BLAS thread (the engines, and every fit of the refit and
+    replicate engines, under :func:`mptool.runtime.parallel.one_thread`), and its parallel work is processes,
+    so the pool bought nothing but spinning. ``OPENBLAS_NUM_THREADS`` set by the user is kept as it is.
+    Returns whether it set the variable (False when set already or when NumPy was loaded first, too late).
+    """
+    if BLAS_THREADS_ENV in os.environ or "numpy" in sys.modules:
+        return False
+    os.environ[BLAS_THREADS_ENV] = "1"
+    return True
