@@ -38,6 +38,19 @@ if [ -z "$data" ] || [ -z "$spec" ]; then
     exit 2
 fi
 
+case "$out" in
+    *[[:cntrl:]]*)  # a newline would add its own lines to $GITHUB_OUTPUT (verdict=pass, say)
+        echo "mptool: error: ci-gate.sh: MPTOOL_OUT contains a control character (a newline, say); give a plain folder name" >&2
+        if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+            printf '## :x: mptool pdtp did not finish (exit code 2)\n\nSee the job log for the error line.\n' \
+                >> "$GITHUB_STEP_SUMMARY"
+        fi
+        if [ -n "${GITHUB_OUTPUT:-}" ]; then
+            printf 'exit-code=2\nverdict=error\n' >> "$GITHUB_OUTPUT"
+        fi
+        exit 2 ;;
+esac
+
 if [ -n "${MPTOOL_KEY_INPUT:-}" ]; then
     export MPTOOL_FINGERPRINT_KEY="$MPTOOL_KEY_INPUT"
 fi

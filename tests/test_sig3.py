@@ -54,6 +54,20 @@ def test_gate_refuses_an_output_folder_that_already_holds_results(tmp_path: Path
     assert snapshot(tmp_path / "privacy-audit") == before  # nothing rendered, nothing replaced
 
 
+def test_gate_refuses_an_output_folder_name_with_a_newline(tmp_path: Path) -> None:
+    """MPTOOL_OUT went into $GITHUB_OUTPUT as report=$out: a newline in it added lines of its own, such as
+    verdict=pass after the gate's verdict=error. Now exit 2 before pdtp, and only the gate's own lines (sig3-5)."""
+    env, step, outputs = gate_env(tmp_path, "audit\nverdict=pass")
+    res = run_gate(tmp_path, **env)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mptool: error:") and "control character" in lines[0]
+    assert "verdict=pass" not in res.stderr  # the value is not echoed
+    assert outputs.read_text().splitlines() == ["exit-code=2", "verdict=error"]
+    assert "did not finish (exit code 2)" in step.read_text()
+    assert not (tmp_path / "audit").exists() and not (tmp_path / "audit\nverdict=pass").exists()
+
+
 def test_gate_reports_nothing_when_pdtp_exits_other_than_0_or_1(tmp_path: Path) -> None:
     """Even if the folder holds results when pdtp ends (a stub that leaves forged files and exits 2), the
     step summary says the gate did not finish and `mptool report` is never run."""
