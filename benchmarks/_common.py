@@ -5,7 +5,8 @@ repository's folder (``/work/shared/datasets`` for a checkout in ``/work``). A m
 the script with one line naming the variable, before any work starts.
 
 :func:`cpu_tree`: CPU seconds of this process and of each live descendant (loky or Dask workers),
-so a figure includes the workers' CPU, not only this process's. :func:`base_tree`: another
+so a figure includes the workers' CPU, not only this process's. :func:`run_timed`: a command in a
+child process with its wall and CPU seconds (the child's workers included). :func:`base_tree`: another
 revision's code in a temporary git worktree, for a baseline measured in the same run.
 """
 
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,3 +67,17 @@ def base_tree(rev: str, where: Path) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)], check=False)
+
+
+def run_timed(cmd: list[str], **kwargs: object) -> tuple[subprocess.CompletedProcess, float, float]:
+    """``subprocess.run(cmd, **kwargs)``, its wall seconds and its CPU seconds (user + system).
+
+    The CPU is that of the child and of every descendant it waited for (``RUSAGE_CHILDREN``): mptool ends
+    and joins its loky workers before it exits, so theirs is included. Run one command at a time: another
+    child reaped meanwhile would count too."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, **kwargs)  # noqa: PLW1510 - the caller passes check= as it needs
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return proc, wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -25,14 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _common import run_timed  # benchmarks/_common.py: wall and CPU of a child process
 from sklearn.metrics import roc_auc_score
 
 from mptool.attacks.metrics import binary_metrics, finite_scores
@@ -48,12 +47,14 @@ def load() -> str:
     return f"load {os.getloadavg()[0]:.1f}"
 
 
+#: CPU seconds of each whole run (the process and its workers), by output folder name.
+CPU: dict[str, float] = {}
+
+
 def run(out: Path, *extra: str) -> tuple[float, dict, pd.DataFrame, str]:
-    """One whole CLI run: wall seconds, attack.json, attempts.csv, the plan line."""
+    """One whole CLI run: wall seconds, attack.json, attempts.csv, the plan line (its CPU s go to :data:`CPU`)."""
     cmd = [sys.executable, "-m", "mptool", "attack", str(ADULT_CSV), "--model", str(CONFIG), "--out", str(out), *extra]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
+    proc, wall, CPU[out.name] = run_timed(cmd, capture_output=True, text=True, check=False)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"mptool attack failed ({proc.returncode}): {proc.stderr[-2000:]}")
     plan = next((ln for ln in proc.stderr.splitlines() if ln.startswith("plan: ")), "")
@@ -106,7 +107,8 @@ def main() -> int:
 
     new_wall, new_doc, new_att, new_plan = run(work / "new")
     ns = new_doc["summary"]
-    print(f"attack_default_new: {new_wall:.1f} s whole run ({new_wall / GOAL_S:.2f}x the {GOAL_S:.0f} s goal; "
+    print(f"attack_default_new: {new_wall:.1f} s whole run, {CPU['new']:.1f} CPU s with its workers "
+          f"({new_wall / GOAL_S:.2f}x the {GOAL_S:.0f} s goal; "
           f"shadow pool {ns['shadow_pool']}, {ns['fits']['total']} fits, protocol {ns['timings']['total_s']:.1f} s, "
           f"plan estimate {ns['plan']['estimated_s']:.1f} s; {load()})")
     print(f"  {new_plan}")
@@ -115,10 +117,12 @@ def main() -> int:
     os_ = old_doc["summary"]
     old_full = extrapolate(old_doc, old_wall, i_old)
     fits_old = os_["fits"]["total"]
-    print(f"attack_default_old_measured: {old_wall:.1f} s at {i_old} iterations ({fits_old} fits; {load()})")
-    print(f"attack_default_old: {old_full:.0f} s extrapolated to {FULL_ITERATIONS} iterations "
-          f"({old_full / new_wall:.1f}x the new default; linear in the iterations from the {i_old}-iteration run; "
-          f"{load()})")
+    old_cpu = CPU["old"] * old_full / old_wall  # the same linear extrapolation as the wall time
+    print(f"attack_default_old_measured: {old_wall:.1f} s, {CPU['old']:.1f} CPU s at {i_old} iterations "
+          f"({fits_old} fits; {load()})")
+    print(f"attack_default_old: {old_full:.0f} s, {old_cpu:.0f} CPU s extrapolated to {FULL_ITERATIONS} iterations "
+          f"({old_full / new_wall:.1f}x the new default in wall, {old_cpu / CPU['new']:.1f}x in CPU; linear in the "
+          f"iterations from the {i_old}-iteration run; {load()})")
     from mptool.attacks.protocol import AttackOptions, plan_attack
     from mptool.inputs.prepare import prepare
     from mptool.inputs.spec import load_spec
@@ -141,7 +145,7 @@ def main() -> int:
         wall, doc, att, _ = run(work / f"pool{k}", "--shadow-pool", str(k))
         m = metrics(att)
         parts = "; ".join(f"{n} AUC {a:.4f} TPR {t:.3f}" for n, (a, t) in m.items())
-        print(f"attack_pool_{k}: {wall:.1f} s ({wall / new_wall:.2f}x the default; "
+        print(f"attack_pool_{k}: {wall:.1f} s, {CPU[f'pool{k}']:.1f} CPU s ({wall / new_wall:.2f}x the default; "
               f"{doc['summary']['fits']['total']} fits; {parts}; {load()})")
     return 0
 

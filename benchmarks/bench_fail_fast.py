@@ -29,7 +29,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -38,6 +37,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from _common import run_timed  # noqa: E402 - benchmarks/_common.py: wall and CPU of a child process
 from scipy.stats import spearmanr  # noqa: E402
 
 from mptool.inputs.bundled import ADULT_CSV, config  # noqa: E402
@@ -49,6 +49,8 @@ from mptool.loo.design import class_index  # noqa: E402
 
 JOBS = 2
 CONFIGS = {"nn": "adult-nn.yaml", "rf": "adult-rf.yaml"}
+#: CPU seconds of each whole run (the process and its workers), by output folder name.
+CPU: dict[str, float] = {}
 
 
 def candidate_scores(model, T, classes, floor: float) -> dict[str, np.ndarray]:
@@ -114,6 +116,7 @@ def rare_report(key: str, scores: dict[str, np.ndarray], pdtp: np.ndarray) -> st
 
 def cli_run(key: str, records: int, seed: int, out: Path, *flags: str) -> tuple[float, dict, pd.DataFrame]:
     """A whole ``mptool pdtp --engine refit --jobs 2`` in its own process: wall seconds, summary, table.
+    Its CPU seconds (the process and its workers) are added to :data:`CPU`, keyed by ``out``'s name.
 
     Each run starts its own workers, as a user's run does (a fail-fast stop ends the workers
     of its process, so runs in one process would not pay the same start-up).
@@ -121,9 +124,7 @@ def cli_run(key: str, records: int, seed: int, out: Path, *flags: str) -> tuple[
     cmd = [sys.executable, "-m", "mptool", "pdtp", str(ADULT_CSV), "-m", str(config(CONFIGS[key])), "--engine",
            "refit", "--jobs", str(JOBS), "--train-size", str(records), "--seed", str(seed), "--out", str(out),
            "--force", "-q", *flags]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - t0
+    proc, seconds, CPU[out.name] = run_timed(cmd, capture_output=True, text=True, check=False)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"mptool failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
     summary = json.loads((out / "pdtp.json").read_text())["summary"]
@@ -155,10 +156,13 @@ def bench_recall(key: str, records: int, tmp: Path) -> None:
     print(screen_report(key, scores, pdtp, full["threshold"]))
     print(rare_report(key, scores, pdtp))
     print(
-        f"fail_fast_{key}: {t_risk:.1f} s to the verdict with --fail-fast in risk order ({risk.get('order')}; "
-        f"{refits_to_verdict(risk)} refits) vs {t_full:.1f} s for the full row-order refit ({t_full / t_risk:.1f}x) "
-        f"and {t_row:.1f} s for --fail-fast in row order ({refits_to_verdict(row)} refits; {t_row / t_risk:.2f}x); "
-        f"{records} records, --jobs {JOBS}, whole runs incl. start-up; load {os.getloadavg()[0]:.1f}"
+        f"fail_fast_{key}: {t_risk:.1f} s wall, {CPU[f'{key}-risk']:.1f} CPU s to the verdict with --fail-fast in "
+        f"risk order ({risk.get('order')}; {refits_to_verdict(risk)} refits) vs {t_full:.1f} s wall, "
+        f"{CPU[f'{key}-full']:.1f} CPU s for the full row-order refit ({t_full / t_risk:.1f}x in wall, "
+        f"{CPU[f'{key}-full'] / CPU[f'{key}-risk']:.1f}x in CPU) and {t_row:.1f} s wall, {CPU[f'{key}-row']:.1f} CPU s "
+        f"for --fail-fast in row order ({refits_to_verdict(row)} refits; {t_row / t_risk:.2f}x in wall); "
+        f"{records} records, --jobs {JOBS}, whole runs incl. start-up (CPU of each process and its workers); "
+        f"load {load0:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
 
 

@@ -2,7 +2,8 @@
 
 The exact k-NN engine (one ordered neighbour query per record, no refits) against the refit
 engine at ``--jobs 2``, both as whole ``mptool pdtp`` runs on the same CSV and spec, measured
-in the same run. Prints the ratio and whether the two pdtp.csv files are byte-identical.
+in the same run. Prints wall and CPU seconds (each process with its workers), both ratios,
+the load, and whether the two pdtp.csv files are byte-identical.
 The features are text 'on'/'off' (one-hot encoded: 16 integer columns), so the distance
 between two records is one of 9 values and almost every k-th neighbour is tied.
 Goal (issue 13): exact faster than refit, identical results.
@@ -14,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
+from _common import run_timed  # benchmarks/_common.py: wall and CPU of a child process
 
 
 def tied_csv(path: Path, n: int, seed: int = 12) -> None:
@@ -36,16 +36,14 @@ def tied_csv(path: Path, n: int, seed: int = 12) -> None:
     frame.to_csv(path, index=False)
 
 
-def run(d: Path, name: str, *flags: str) -> tuple[float, bytes, str]:
-    """Wall time, pdtp.csv bytes and the verdict line of one ``mptool pdtp`` run."""
+def run(d: Path, name: str, *flags: str) -> tuple[float, float, bytes, str]:
+    """Wall and CPU seconds (its workers included), pdtp.csv bytes and the verdict line of one ``mptool pdtp`` run."""
     out = d / name
     cmd = [sys.executable, "-m", "mptool", "pdtp", str(d / "tied.csv"), "--model", str(d / "knn.yaml")]
-    t0 = time.perf_counter()
-    res = subprocess.run([*cmd, "--out", str(out), "-q", *flags], capture_output=True, text=True)
-    elapsed = time.perf_counter() - t0
+    res, elapsed, cpu = run_timed([*cmd, "--out", str(out), "-q", *flags], capture_output=True, text=True)
     if res.returncode not in (0, 1):
         raise SystemExit(f"{name}: exit {res.returncode}: {res.stderr.strip()}")
-    return elapsed, (out / "pdtp.csv").read_bytes(), res.stdout.strip()
+    return elapsed, cpu, (out / "pdtp.csv").read_bytes(), res.stdout.strip()
 
 
 def main() -> None:
@@ -63,12 +61,14 @@ def main() -> None:
             "seed": 0,
         }
         (d / "knn.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-        t_exact, exact, line = run(d, "exact", "--engine", "exact", "--jobs", "1")
-        t_refit, refit, _ = run(d, "refit", "--engine", "refit", "--jobs", str(args.refit_jobs))
+        load0 = os.getloadavg()[0]
+        t_exact, c_exact, exact, line = run(d, "exact", "--engine", "exact", "--jobs", "1")
+        t_refit, c_refit, refit, _ = run(d, "refit", "--engine", "refit", "--jobs", str(args.refit_jobs))
     print(
-        f"knn_ties_loo: {t_exact:.2f} s for {args.records} records ({t_refit / t_exact:.1f}x vs refit "
-        f"--jobs {args.refit_jobs} {t_refit:.1f} s; pdtp.csv identical: {exact == refit}; "
-        f"whole runs incl. start-up; {line}; load {os.getloadavg()[0]:.1f})"
+        f"knn_ties_loo: {t_exact:.2f} s wall, {c_exact:.2f} CPU s for {args.records} records against refit "
+        f"--jobs {args.refit_jobs} {t_refit:.1f} s wall, {c_refit:.1f} CPU s: {t_refit / t_exact:.1f}x in wall, "
+        f"{c_refit / c_exact:.1f}x in CPU; pdtp.csv identical: {exact == refit}; whole runs incl. start-up "
+        f"(CPU of each process and its workers); {line}; load {load0:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
 
 
