@@ -41,6 +41,21 @@ def test_argument_errors_import_no_heavy_library(args: tuple[str, ...]) -> None:
     assert _loaded(*args) == set()
 
 
+def test_report_and_diff_import_no_model_library(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`report` and `diff` read result files: scikit-learn and scipy stay out (pandas reads the CSVs)."""
+    from conftest import run_cli
+
+    monkeypatch.setenv("MPTOOL_FINGERPRINT_KEY", "startup-test-key")  # diff matches records by fingerprint
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    for out in (a, b):
+        res = run_cli("pdtp", "--out", out, "--train-size", "200", "-q")
+        assert res.code in (0, 1), res.stderr
+    assert run_cli("diff", a, b).code in (0, 1)  # the command the probe runs works
+    assert _loaded("report", a, "--out", str(tmp_path / "r.html")) & {"sklearn", "scipy"} == set()
+    assert (tmp_path / "r.html").is_file()  # the probe's report was written
+    assert _loaded("diff", a, b) & {"sklearn", "scipy"} == set()
+
+
 def _help(command: object, path: list[str]) -> str:
     """The help text of ``mptool PATH`` rendered from the click command ``command``."""
     ctx = typer.main._click.Context(command, info_name="mptool", terminal_width=100)  # type: ignore[attr-defined]
