@@ -39,8 +39,8 @@ if [ -z "$data" ] || [ -z "$spec" ]; then
 fi
 
 case "$out" in
-    *[[:cntrl:]]*)  # a newline would add its own lines to $GITHUB_OUTPUT (verdict=pass, say)
-        echo "mptool: error: ci-gate.sh: MPTOOL_OUT contains a control character (a newline, say); give a plain folder name" >&2
+    -*|*[[:cntrl:]]*)  # a newline would add its own lines to $GITHUB_OUTPUT (verdict=pass, say); "--help" an option
+        echo "mptool: error: ci-gate.sh: MPTOOL_OUT starts with '-' or contains a control character (a newline, say); give a plain folder name such as mptool-report" >&2
         if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
             printf '## :x: mptool pdtp did not finish (exit code 2)\n\nSee the job log for the error line.\n' \
                 >> "$GITHUB_STEP_SUMMARY"
@@ -87,6 +87,9 @@ if [ "$code" -eq 0 ] || [ "$code" -eq 1 ]; then  # only then did pdtp write its 
     $mptool_bin report "$out" --format both --quiet
     report_code=$?
     pdtp_code=$code
+    if [ "$report_code" -eq 0 ] && [ ! -f "$out/report.md" ]; then
+        report_code=3  # it exited 0 without writing the report: never a pass without one
+    fi
     if [ "$report_code" -ne 0 ] && [ "$code" -eq 0 ]; then
         case "$report_code" in
             2|3) code=$report_code ;;
@@ -94,7 +97,7 @@ if [ "$code" -eq 0 ] || [ "$code" -eq 1 ]; then  # only then did pdtp write its 
         esac
     fi
     if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
-        if [ "$report_code" -eq 0 ]; then
+        if [ "$report_code" -eq 0 ] && [ -f "$out/report.md" ]; then
             cat "$out/report.md" >> "$GITHUB_STEP_SUMMARY"
         else  # pdtp finished, its report did not: say so (the gate's code is the report's when pdtp passed)
             printf '## :x: mptool report failed (exit code %s) after mptool pdtp exited %s\n\nThe gate exits %s. See the job log for the error line.\n' \

@@ -68,6 +68,32 @@ def test_gate_refuses_an_output_folder_name_with_a_newline(tmp_path: Path) -> No
     assert not (tmp_path / "audit").exists() and not (tmp_path / "audit\nverdict=pass").exists()
 
 
+def test_gate_refuses_an_output_folder_that_reads_as_an_option(tmp_path: Path) -> None:
+    """MPTOOL_OUT=--help: pdtp wrote into a folder named --help, `mptool report --help` printed its help and
+    exited 0, and the gate passed with no report (red7). Now exit 2 before pdtp (sig3-6)."""
+    env, step, outputs = gate_env(tmp_path, "--help")
+    res = run_gate(tmp_path, **env)
+    assert res.returncode == 2, res.stderr
+    assert "starts with '-'" in res.stderr and outputs.read_text().splitlines() == ["exit-code=2", "verdict=error"]
+    assert not (tmp_path / "--help").exists()
+
+
+def test_a_report_that_exits_0_without_its_file_never_passes(tmp_path: Path) -> None:
+    """A report command that exits 0 and writes no report.md: the gate exits 3 (internal error), not 0 (sig3-6)."""
+    stub = tmp_path / "mptool-stub"
+    stub.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [ "$1" = report ]; then exit 0; fi\n'
+        'out=""; while [ $# -gt 0 ]; do if [ "$1" = --out ]; then out="$2"; fi; shift; done\n'
+        'mkdir -p "$out"; echo "{}" > "$out/pdtp.json"; exit 0\n'
+    )
+    stub.chmod(0o755)
+    env, step, outputs = gate_env(tmp_path, "fresh")
+    res = run_gate(tmp_path, MPTOOL_BIN=str(stub), **env)
+    assert res.returncode == 3, res.stderr
+    assert "verdict=error" in outputs.read_text() and "report failed (exit code 3)" in step.read_text()
+
+
 def test_gate_reports_nothing_when_pdtp_exits_other_than_0_or_1(tmp_path: Path) -> None:
     """Even if the folder holds results when pdtp ends (a stub that leaves forged files and exits 2), the
     step summary says the gate did not finish and `mptool report` is never run."""

@@ -95,3 +95,8 @@ def test_the_console_script_gives_openblas_one_thread_unless_the_user_sized_it()
     assert _probe(code.format(env=clean, argv=""))[-2:] in (["1", "1"], ["1", "none"])  # none: not OpenBLAS
     assert _probe(code.format(env="os.environ['OPENBLAS_NUM_THREADS'] = '2'\n", argv=""))[-2] == "2"
     assert _probe(code.format(env=clean, argv="sys.argv[1:]"))[-2] == "None"  # in-process: untouched
+    # OpenBLAS also sizes its pool from OMP_NUM_THREADS and GOTO_NUM_THREADS, and reads an empty value as unset
+    omp = "os.environ.pop('OPENBLAS_NUM_THREADS', None); os.environ['OMP_NUM_THREADS'] = '2'\n"
+    assert _probe(code.format(env=omp, argv=""))[-2:] == ["None", "2"]
+    empty = "os.environ['OPENBLAS_NUM_THREADS'] = ''; os.environ.pop('OMP_NUM_THREADS', None)\n"
+    assert _probe(code.format(env=empty, argv=""))[-2:] in (["1", "1"], ["1", "none"])

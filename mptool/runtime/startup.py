@@ -55,6 +55,8 @@ def held() -> bool:
 #: The environment variable that sizes OpenBLAS's thread pool (NumPy's and SciPy's wheels), read once when
 #: the library loads.
 BLAS_THREADS_ENV = "OPENBLAS_NUM_THREADS"
+#: Every variable OpenBLAS sizes its pool from (it reads the others when the first is unset or empty).
+BLAS_SIZING_ENV = (BLAS_THREADS_ENV, "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def one_blas_thread() -> bool:
@@ -66,10 +68,11 @@ def one_blas_thread() -> bool:
     with one thread; the military audit 9.71 CPU s (6.06 s wall) against 3.61 CPU s (3.71 s wall). mptool's
     heavy linear algebra already runs with one BLAS thread (the engines, and every fit of the refit and
     replicate engines, under :func:`mptool.runtime.parallel.one_thread`), and its parallel work is processes,
-    so the pool bought nothing but spinning. ``OPENBLAS_NUM_THREADS`` set by the user is kept as it is.
-    Returns whether it set the variable (False when set already or when NumPy was loaded first, too late).
+    so the pool bought nothing but spinning. A pool the user sized (a non-empty ``OPENBLAS_NUM_THREADS``,
+    ``GOTO_NUM_THREADS`` or ``OMP_NUM_THREADS``: OpenBLAS reads each, an empty one as unset) is kept as it is.
+    Returns whether it set the variable (False when the user sized the pool or NumPy was loaded first, too late).
     """
-    if BLAS_THREADS_ENV in os.environ or "numpy" in sys.modules:
+    if any(os.environ.get(name, "").strip() for name in BLAS_SIZING_ENV) or "numpy" in sys.modules:
         return False
     os.environ[BLAS_THREADS_ENV] = "1"
     return True
