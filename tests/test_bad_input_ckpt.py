@@ -142,6 +142,15 @@ def forged_meta(d: Path):
     return argv(d, "pdtp", "--resume"), ["meta.json", "does not verify", START_OVER]
 
 
+def meta_mac_with_non_ascii_text(d: Path):
+    """ckpt-25 (red7): hmac.compare_digest raised TypeError on a non-ASCII str: exit 3, not a refusal."""
+    ckpt = copy_run(SAVED, "pdtp", d)
+    meta = json.loads((ckpt / "meta.json").read_text())
+    meta["hmac_sha256"] = "\u00e9" * 64
+    (ckpt / "meta.json").write_text(json.dumps(meta))
+    return argv(d, "pdtp", "--resume"), ["meta.json", "does not verify", START_OVER]
+
+
 def meta_of_the_pickle_format(d: Path):
     ckpt = copy_run(SAVED, "pdtp", d)
     meta = json.loads((ckpt / "meta.json").read_text())
@@ -313,6 +322,7 @@ CASES: list[Case] = [
     pickle_named_as_chunk,
     npz_with_pickled_object_array,
     forged_meta,
+    meta_mac_with_non_ascii_text,
     meta_of_the_pickle_format,
     foreign_chunk_of_another_spec,
     chunk_signed_with_another_key,

@@ -62,6 +62,14 @@ def result_mac(key: FingerprintKey, doc: dict[str, Any], records: bytes | bytear
     return mac.hexdigest()
 
 
+def same_mac(mac: object, expected: str) -> bool:
+    """Whether ``mac`` (read from a result file: any JSON value) is the hex MAC ``expected``, in constant time.
+
+    Compared as bytes: :func:`hmac.compare_digest` raises on a ``str`` with non-ASCII characters (an edited
+    file's ``"é" * 64`` ended the command with exit 3 instead of a refusal)."""
+    return isinstance(mac, str) and hmac.compare_digest(mac.encode("utf-8", "surrogatepass"), expected.encode("ascii"))
+
+
 def signature_block(doc: dict[str, Any], records: bytes | bytearray | None) -> dict[str, Any]:
     """``summary.signature`` of a pdtp result: the MAC under ``MPTOOL_FINGERPRINT_KEY``, or null and a note.
 
@@ -94,7 +102,7 @@ def verify(doc: dict[str, Any], records: bytes | None, where: str, flag: str) ->
             f"{where}: {flag} was signed under another {KEY_ENV} (key id {ui.excerpt(str(sig.get('key_id')))}, "
             f"now {key.id}); set the secret of the run that made it, or remake the baseline"
         )
-    if not hmac.compare_digest(sig["mac"], result_mac(key, doc, records)):
+    if not same_mac(sig["mac"], result_mac(key, doc, records)):
         raise InputError(
             f"{where}: {flag} does not verify under {KEY_ENV}: pdtp.json or its records file changed after "
             "mptool wrote them; use the run's files as written, or remake the baseline"
@@ -121,8 +129,8 @@ def check_report_signature(doc: dict[str, Any], records_file: Path, where: str) 
         except OSError:
             records = b""  # signed over a records file that is gone: cannot verify, so refused below
     mac = sig.get("mac")
-    if not (sig.get("scheme") == SCHEME and sig.get("key_id") == key.id and isinstance(mac, str)
-            and hmac.compare_digest(mac, result_mac(key, doc, records))):
+    if not (sig.get("scheme") == SCHEME and sig.get("key_id") == key.id
+            and same_mac(mac, result_mac(key, doc, records))):
         raise InputError(
             f"{where}: its signature does not verify under {KEY_ENV}: not results this key's runs wrote"
         )

@@ -306,7 +306,9 @@ class Checkpoint:
         if saved.get("format") != _FORMAT:
             raise InputError(f"{meta}: a checkpoint of an older mptool (it may hold pickles); {_START_OVER}")
         mac = saved.get("hmac_sha256")
-        if not isinstance(mac, str) or not _hmac.compare_digest(mac, _meta_mac(self.secret, self.key)):
+        # compared as bytes: compare_digest raises on a str with non-ASCII characters (an edited meta file)
+        if not isinstance(mac, str) or not _hmac.compare_digest(mac.encode("utf-8", "surrogatepass"),
+                                                                 _meta_mac(self.secret, self.key).encode("ascii")):
             raise InputError(f"{meta}: {_UNVERIFIED}; {_START_OVER}")
 
     def _read_chunks(self) -> None:

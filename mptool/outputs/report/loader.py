@@ -117,7 +117,7 @@ def summary_of(doc: dict[str, Any] | None) -> dict[str, Any]:
 def _read_json(path: Path, notes: list[str]) -> dict[str, Any] | None:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:  # deep nesting: RecursionError
         notes.append(f"{path.name}: cannot be read as JSON ({exc.__class__.__name__}); skipped")
         return None
     if not isinstance(doc, dict):
