@@ -62,3 +62,24 @@ def test_report_reads_a_deeply_nested_pdtp_json_as_unreadable(tmp_path: Path) ->
     res = run_cli("report", str(out), "--out", str(tmp_path / "r.html"))
     assert res.code in (0, 2) and "Traceback" not in res.stderr, res.stderr
     assert "pdtp.json: cannot be read as JSON (RecursionError); skipped" in res.stderr
+
+
+def test_a_threshold_between_a_value_and_its_12_digit_form_is_not_called_an_edit(tmp_path: Path) -> None:
+    """ln(0.035/0.025) = 0.33647223662121 is written 0.336472236621: with --threshold 0.3364722366211 the
+    records at that value violate (pdtp compared the exact value) but their written values do not, and
+    `mptool report` called the genuine run edited (73 violations said, 65 recomputed). Within the file's
+    rounding of the threshold the violation cell decides; an edit elsewhere is still refused (red7-3)."""
+    out = tmp_path / "a"
+    res = run_cli("pdtp", "--out", str(out), "--train-size", "200", "--threshold", "0.3364722366211", "-q")
+    assert res.code == 1, res.stderr
+    table = (out / "pdtp.csv").read_text()
+    assert ",0.336472236621," in table  # the case exists in this run: a value written below the threshold
+    assert run_cli("report", str(out), "--out", str(tmp_path / "r.html")).code == 0
+    lines = table.splitlines()
+    cols = lines[0].split(",")
+    i = next(k for k, ln in enumerate(lines[1:], 1) if float(ln.split(",")[cols.index("pdtp")]) < 0.2)  # far below
+    cells = lines[i].split(",")
+    cells[cols.index("pdtp")] = "2.5"  # an edit far from the threshold
+    lines[i] = ",".join(cells)
+    (out / "pdtp.csv").write_text("\n".join(lines) + "\n")
+    _refused(run_cli("report", str(out), "--out", str(tmp_path / "r2.html")), "a result file was edited")

@@ -40,6 +40,26 @@ def _flags(column: pd.Series) -> np.ndarray:
     return column.astype(str).str.strip().str.lower().isin(["true", "1"]).to_numpy()
 
 
+#: pdtp.csv writes 12 significant digits (``CSV_FLOAT_FORMAT``): a value read back is within this relative
+#: distance of the one pdtp compared with the threshold.
+CSV_RTOL = 1e-11
+
+
+def above_as_written(values: np.ndarray, threshold: float, table: pd.DataFrame) -> np.ndarray:
+    """Which records are above ``threshold``, from their values as pdtp.csv wrote them (12 digits).
+
+    A value within the file's rounding of the threshold cannot say on which side pdtp's exact value was
+    (a ``--threshold 0.3364722366211`` against ln(0.035/0.025) = 0.33647223662121: written 0.336472236621):
+    there the record's ``violation`` cell, written from the exact value, decides. Everywhere else the
+    value does, so an edited cell still disagrees with the summary."""
+    above = values > threshold
+    near = np.abs(values - threshold) <= CSV_RTOL * max(abs(threshold), np.finfo(float).tiny)
+    if near.any() and "violation" in table:
+        cells = table["violation"].astype(str).str.strip().str.lower().to_numpy()
+        above = np.where(near, cells == "true", above)
+    return above
+
+
 def recomputed(table: pd.DataFrame, summary: dict[str, Any], where: str,
                unevaluated: np.ndarray | None = None) -> dict[str, Any]:
     """The DTP-1 verdict, the count above the threshold and the max, from the records on the ``--gate`` scale.
@@ -54,11 +74,13 @@ def recomputed(table: pd.DataFrame, summary: dict[str, Any], where: str,
     if column not in table:
         raise InputError(f"{where}: pdtp.csv has no '{column}' column; the verdict cannot be checked")
     values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
+    kept = table
     if unevaluated is not None:
-        values = values[~(np.isnan(values) & unevaluated)]
+        keep = ~(np.isnan(values) & unevaluated)
+        values, kept = values[keep], table[keep]
     if np.isnan(values).any():
         raise InputError(f"{where}: pdtp.csv has a '{column}' cell that is not a number; the verdict cannot be checked")
-    above = int(np.sum(values > threshold))
+    above = int(np.sum(above_as_written(values, threshold, kept)))
     return {"verdict": "fail" if above else "pass", "violations": above, "n": int(len(table)),
             "max": float(values.max()) if values.size else 0.0, "threshold": threshold, "column": column}
 
@@ -112,7 +134,7 @@ def check_replicate_cells(table: pd.DataFrame, where: str, most: Any = None) -> 
 def gate_recomputed(table: pd.DataFrame, threshold: float, replicates: bool = False) -> dict[str, int | str]:
     """The gate after baseline and waivers, as :func:`mptool.api.baseline.gate` decides it from the columns
     (``replicates``: violating = decided above, from the ``violation`` column; undecided keeps it from passing)."""
-    violating = pd.to_numeric(table["pdtp"], errors="coerce").to_numpy(dtype=float) > threshold
+    violating = above_as_written(pd.to_numeric(table["pdtp"], errors="coerce").to_numpy(dtype=float), threshold, table)
     open_ = 0
     if replicates:
         cells = table["violation"].astype(str).str.strip().str.lower()
