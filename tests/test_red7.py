@@ -24,6 +24,8 @@ def signed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]
     for out in (a, b):
         res = run_cli("pdtp", "--out", str(out), "--train-size", "200", "-q")
         assert res.code in (0, 1), res.stderr
+    seal = json.loads((a / "pdtp.json").read_text())["summary"]["signature"]
+    assert isinstance(seal["sign_s"], float) and seal["sign_s"] >= 0  # signing's own time, outside the MAC
     doc = json.loads((b / "pdtp.json").read_text())
     doc["summary"]["signature"]["mac"] = "\u00e9" * 64
     (b / "pdtp.json").write_text(json.dumps(doc))
