@@ -134,21 +134,22 @@ def npz_with_pickled_object_array(d: Path):
     return argv(d, "pdtp", "--resume"), [target.name, "not a checkpoint chunk", "member names"]
 
 
-def forged_meta(d: Path):
+def _meta_with_mac(d: Path, mac: str):
+    """This run's checkpoint with meta.json's MAC replaced by ``mac``: resumed, it must not verify."""
     ckpt = copy_run(SAVED, "pdtp", d)
     meta = json.loads((ckpt / "meta.json").read_text())
-    meta["hmac_sha256"] = "0" * 64
+    meta["hmac_sha256"] = mac
     (ckpt / "meta.json").write_text(json.dumps(meta))
     return argv(d, "pdtp", "--resume"), ["meta.json", "does not verify", START_OVER]
+
+
+def forged_meta(d: Path):
+    return _meta_with_mac(d, "0" * 64)
 
 
 def meta_mac_with_non_ascii_text(d: Path):
     """ckpt-25 (red7): hmac.compare_digest raised TypeError on a non-ASCII str: exit 3, not a refusal."""
-    ckpt = copy_run(SAVED, "pdtp", d)
-    meta = json.loads((ckpt / "meta.json").read_text())
-    meta["hmac_sha256"] = "\u00e9" * 64
-    (ckpt / "meta.json").write_text(json.dumps(meta))
-    return argv(d, "pdtp", "--resume"), ["meta.json", "does not verify", START_OVER]
+    return _meta_with_mac(d, "\u00e9" * 64)
 
 
 def meta_of_the_pickle_format(d: Path):
