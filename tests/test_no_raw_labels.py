@@ -154,7 +154,7 @@ def test_no_output_holds_a_label_by_default(base: Path, default_runs: dict[str, 
         moved.rename(data)
 
 
-def test_the_class_set_is_the_only_place_a_class_name_is(base: Path) -> None:
+def test_the_class_set_is_the_only_place_a_class_name_is(base: Path, default_runs: dict[str, CliResult]) -> None:
     """summary.classes is the model's output space (every release has one entry per class), not a record's
     value; it is the only place the names occur, and it is the same whatever the last record's label."""
     doc = json.loads((base / "nb" / "pdtp.json").read_text())
@@ -162,7 +162,8 @@ def test_the_class_set_is_the_only_place_a_class_name_is(base: Path) -> None:
     assert SECRET not in without_classes((base / "nb" / "pdtp.json").read_text())
 
 
-def test_default_columns(base: Path) -> None:
+def test_default_columns(base: Path, default_runs: dict[str, CliResult]) -> None:
+    """(Names default_runs: alone, this test read folders that only the other tests' fixture had made.)"""
     for name in PDTP_RUNS:
         columns = pd.read_csv(base / name / "pdtp.csv", nrows=0).columns
         assert not set(VALUE_COLUMNS) & set(columns), name
