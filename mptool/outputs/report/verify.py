@@ -45,16 +45,17 @@ def _flags(column: pd.Series) -> np.ndarray:
 CSV_RTOL = 1e-11
 
 
-def above_as_written(values: np.ndarray, threshold: float, table: pd.DataFrame) -> np.ndarray:
+def above_as_written(values: np.ndarray, threshold: float, table: pd.DataFrame, cells: bool = True) -> np.ndarray:
     """Which records are above ``threshold``, from their values as pdtp.csv wrote them (12 digits).
 
     A value within the file's rounding of the threshold cannot say on which side pdtp's exact value was
     (a ``--threshold 0.3364722366211`` against ln(0.035/0.025) = 0.33647223662121: written 0.336472236621):
-    there the record's ``violation`` cell, written from the exact value, decides. Everywhere else the
-    value does, so an edited cell still disagrees with the summary."""
+    there the record's ``violation`` cell, written from the exact value, decides (``cells``: only when that
+    cell is on the scale of ``values``). Everywhere else the value does, so an edited cell still disagrees
+    with the summary."""
     above = values > threshold
     near = np.abs(values - threshold) <= CSV_RTOL * max(abs(threshold), np.finfo(float).tiny)
-    if near.any() and "violation" in table:
+    if cells and near.any() and "violation" in table:
         cells = table["violation"].astype(str).str.strip().str.lower().to_numpy()
         above = np.where(near, cells == "true", above)
     return above
@@ -131,10 +132,14 @@ def check_replicate_cells(table: pd.DataFrame, where: str, most: Any = None) -> 
                              f"{int(np.argmax(bad))} of the file); {EDITED}")
 
 
-def gate_recomputed(table: pd.DataFrame, threshold: float, replicates: bool = False) -> dict[str, int | str]:
+def gate_recomputed(table: pd.DataFrame, threshold: float, replicates: bool = False,
+                    binned_gate: bool = True) -> dict[str, int | str]:
     """The gate after baseline and waivers, as :func:`mptool.api.baseline.gate` decides it from the columns
-    (``replicates``: violating = decided above, from the ``violation`` column; undecided keeps it from passing)."""
-    violating = above_as_written(pd.to_numeric(table["pdtp"], errors="coerce").to_numpy(dtype=float), threshold, table)
+    (``replicates``: violating = decided above, from the ``violation`` column; undecided keeps it from passing).
+    The baseline gate compares the binned ``pdtp``; ``binned_gate``: the run's ``violation`` column is on
+    that scale too (``--gate binned``), so it may settle a value within the file's rounding of the threshold."""
+    values = pd.to_numeric(table["pdtp"], errors="coerce").to_numpy(dtype=float)
+    violating = above_as_written(values, threshold, table, cells=binned_gate)
     open_ = 0
     if replicates:
         cells = table["violation"].astype(str).str.strip().str.lower()
@@ -331,7 +336,7 @@ def verify_pdtp(table: pd.DataFrame | None, summary: dict[str, Any] | None, wher
                          "rerun mptool pdtp")
     block = summary.get("baseline")
     if isinstance(block, dict) and "verdict" in block:
-        gate = gate_recomputed(table, got["threshold"], replicates)
+        gate = gate_recomputed(table, got["threshold"], replicates, binned_gate=summary.get("gate") != "raw")
         if block.get("verdict") != gate["verdict"]:
             raise InputError(
                 f"{where}: summary.baseline.verdict ({block.get('verdict')}) disagrees with pdtp.csv's "
