@@ -170,7 +170,8 @@ def test_budget_picks_a_smaller_plan_that_reproduces_without_it(
     common = ["attack", numeric_csv, "--model", spec, "--attacks", "distance,threshold", "--targets", 20, "-j", 1]
     # 10 iterations: 20 target + 20 PDTP + 64 pool fits x 0.05 s = 5.2 s; 2.51 s leaves 50 fits:
     # PDTP 10 -> 1 (2 fits), pool 64 -> 28, iterations 10 -> 10. Budgets sit off the exact multiples
-    # of 0.05 s: 50 x 0.05 is 2.5000000000000004 in floats, a knife-edge this test must not rest on
+    # of 0.05 s: 30 fits' estimate is 1.5000000000000002 by math.fsum and 1.5 by Python 3.11's sum(),
+    # a knife-edge this test must not rest on
     r = cli(*common, "--budget", 2.51, "--out", tmp_path / "b")
     assert r.code == 0, r.stderr
     plan = next(ln for ln in r.stderr.splitlines() if ln.startswith("plan: "))
